@@ -1,0 +1,45 @@
+# Two commands: `make up` (embedded default, no services) and `make test` (the whole suite).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/canvas
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/5
+
+.PHONY: up test install install-test services lint bench
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+install: $(PY)
+	$(PY) -m pip install --quiet -e .
+
+install-test: $(PY)
+	$(PY) -m pip install --quiet -e '.[test]'
+
+up: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py ensure_demo_user
+	$(PY) manage.py serve --host $(HOST) --port $(PORT)
+
+# Debian's chromium for the browser tests; Postgres and Redis started when not answering.
+services:
+	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+	@pg_isready -q -h 127.0.0.1 -p 5432 || pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start
+	@redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 || redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no
+	@for i in $$(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 && exit 0; sleep 1; done; echo "Postgres/Redis did not come up" >&2; exit 1
+
+test: install-test services
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) LITELLM_LOCAL_MODEL_COST_MAP=True \
+		$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench: install-test services
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) LITELLM_LOCAL_MODEL_COST_MAP=True \
+		$(PY) bench/run_all.py

@@ -1,0 +1,5 @@
+from django.apps import AppConfig
+
+
+class AcpBridgeConfig(AppConfig):
+    name = "acp_bridge"

@@ -1,0 +1,131 @@
+"""Websocket relays of a conversation's events.
+
+The channel layer only hints that events were committed; the log in the database is the
+truth. A consumer subscribes first, then reads what it missed, then forwards hints, always by
+seq: each event reaches the client once and in order, including events appended while the
+client's history was being replayed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+
+from conversations import store
+from conversations.broadcast import conversation_group
+from conversations.errors import NotFound
+
+from .access import Action, aconversation_for
+
+CATCH_UP_PAGE = 500
+CLOSE_NOT_FOUND = 4404
+CLOSE_FORBIDDEN_ORIGIN = 4403
+
+
+def _header(scope: dict[str, Any], name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+def origin_allowed(scope: dict[str, Any]) -> bool:
+    """Browsers always send Origin; it must name one of our hosts. Clients without an Origin
+    (CLIs, scripts) are allowed only with a bearer token, which a browser page cannot forge."""
+    origin = _header(scope, b"origin")
+    if origin is None:
+        return bool(scope.get("auth_via_token"))
+    host = urlparse(origin).hostname
+    if not host:
+        return False
+    domain, _port = split_domain_port(host)
+    return validate_host(domain or host, settings.ALLOWED_HOSTS)
+
+
+class EventRelayConsumer(AsyncWebsocketConsumer):
+    """Shared relay logic; subclasses decide how records are sent."""
+
+    last_seq: int | None = None
+    conversation_id: str
+
+    async def authorize(self) -> bool:
+        if not origin_allowed(self.scope):
+            await self.close(code=CLOSE_FORBIDDEN_ORIGIN)
+            return False
+        user = self.scope.get("user")
+        try:
+            conversation = await aconversation_for(
+                user, self.scope["url_route"]["kwargs"]["conversation_id"], Action.VIEW
+            )
+        except NotFound:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return False
+        self.conversation_id = str(conversation.pk)
+        self.group = conversation_group(conversation.pk)
+        return True
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "group", None):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def catch_up(self) -> None:
+        assert self.last_seq is not None
+        while True:
+            page = await store.aload(
+                self.conversation_id, after_seq=self.last_seq, limit=CATCH_UP_PAGE
+            )
+            if page:
+                await self._forward([e.as_record() for e in page])
+            if len(page) < CATCH_UP_PAGE:
+                return
+
+    async def conversation_events(self, message: dict[str, Any]) -> None:
+        """A hint from the channel layer: forward inline records, or read the gap."""
+        if self.last_seq is None:
+            return
+        records = message.get("records")
+        if records and records[0]["seq"] <= self.last_seq + 1:
+            await self._forward(records)
+        elif message.get("last_seq", 0) > self.last_seq:
+            await self.catch_up()
+
+    async def _forward(self, records: list[dict[str, Any]]) -> None:
+        assert self.last_seq is not None
+        fresh = [r for r in records if r["seq"] > self.last_seq]
+        if not fresh:
+            return
+        if fresh[0]["seq"] != self.last_seq + 1:  # a gap: the log fills it, in order
+            await self.catch_up()
+            return
+        await self.send_records(fresh)
+        self.last_seq = fresh[-1]["seq"]
+
+    async def send_records(self, records: list[dict[str, Any]]) -> None:
+        raise NotImplementedError
+
+
+class EventStreamConsumer(EventRelayConsumer):
+    """JSON: /ws/conversations/{id}/events?after_seq=N — one text frame per event."""
+
+    async def connect(self) -> None:
+        if not await self.authorize():
+            return
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        try:
+            after_seq = max(0, int(query.get("after_seq", ["0"])[0]))
+        except ValueError:
+            await self.close(code=4400)
+            return
+        await self.accept()
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.last_seq = after_seq
+        await self.catch_up()
+
+    async def send_records(self, records: list[dict[str, Any]]) -> None:
+        for record in records:
+            await self.send(text_data=json.dumps(record))

@@ -1,0 +1,93 @@
+"""The embedded worker: a real Celery worker on the in-memory broker, inside this process.
+
+Used when REDIS_URL is unset (`make up`, `run_conversation` on a laptop). Tasks take the same
+path as in production, only the transport differs. The sweeper that production runs from
+celery beat runs here as a plain thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from celery.worker import WorkController
+from django.conf import settings
+
+from .celery import app
+
+logger = logging.getLogger(__name__)
+
+
+class _ReadyWorkController(WorkController):
+    def __init__(self, *args, **kwargs) -> None:
+        self.ready = threading.Event()
+        super().__init__(*args, **kwargs)
+
+    def on_consumer_ready(self, consumer) -> None:
+        super().on_consumer_ready(consumer)
+        self.ready.set()
+
+
+class EmbeddedWorker:
+    def __init__(self, concurrency: int = 4) -> None:
+        if not settings.EMBEDDED:
+            raise RuntimeError("the embedded worker is for the embedded mode (REDIS_URL unset)")
+        self.concurrency = concurrency
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._worker: _ReadyWorkController | None = None
+
+    def start(self) -> None:
+        app.finalize()
+        app.set_current()
+        self._worker = _ReadyWorkController(
+            app=app,
+            pool="threads",
+            concurrency=self.concurrency,
+            hostname="embedded@localhost",
+            without_heartbeat=True,
+            without_mingle=True,
+            without_gossip=True,
+            loglevel="WARNING",
+        )
+        worker_thread = threading.Thread(
+            target=self._worker.start, name="embedded-celery", daemon=True
+        )
+        sweeper = threading.Thread(target=self._sweep, name="embedded-sweeper", daemon=True)
+        self._threads = [worker_thread, sweeper]
+        for thread in self._threads:
+            thread.start()
+        if not self._worker.ready.wait(30):
+            raise RuntimeError("the embedded Celery worker did not start within 30 s")
+
+    def _sweep(self) -> None:
+        from django.db import connection
+
+        from orchestration.tasks import sweep_runs
+
+        while not self._stop.wait(settings.CANVAS_SWEEP_SECONDS):
+            try:
+                sweep_runs()
+            except Exception:
+                logger.exception("embedded sweep failed")
+            finally:
+                connection.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._worker is not None:
+            self._worker.stop(in_sighandler=False)
+        for thread in self._threads:
+            thread.join(timeout=10)
+
+
+@contextmanager
+def embedded_worker(concurrency: int = 4) -> Iterator[EmbeddedWorker]:
+    worker = EmbeddedWorker(concurrency)
+    worker.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()

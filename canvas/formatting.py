@@ -1,0 +1,50 @@
+"""One-line text renderings of events, for terminals and logs."""
+
+from __future__ import annotations
+
+from conversations.events import (
+    ActionEvent,
+    AgentErrorEvent,
+    AgentMessageEvent,
+    AnyEvent,
+    ObservationEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    StatusChangeEvent,
+    SystemPromptEvent,
+    UserMessageEvent,
+)
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def event_summary(event: AnyEvent) -> str:
+    match event:
+        case SystemPromptEvent():
+            return f"{len(event.tools)} tools"
+        case UserMessageEvent():
+            return _clip(event.text)
+        case AgentMessageEvent():
+            return _clip(event.text)
+        case ActionEvent():
+            return f"{event.tool}({_clip(event.arguments, 120)})"
+        case ObservationEvent():
+            flags = " ERROR" if event.is_error else ""
+            code = f" exit={event.exit_code}" if event.exit_code is not None else ""
+            return f"{event.tool}{code}{flags}: {_clip(event.content)}"
+        case AgentErrorEvent():
+            return f"{event.code}: {_clip(event.message)}"
+        case StatusChangeEvent():
+            return f"{event.status.value} ({event.reason})" if event.reason else event.status.value
+        case RunStartedEvent():
+            return f"run {event.run_id[:8]} by {event.trigger}"
+        case RunFinishedEvent():
+            return f"run {event.run_id[:8]} {event.status.value}: {event.reason}"
+    return ""
+
+
+def event_line(seq: int, event: AnyEvent) -> str:
+    return f"#{seq} {event.type} {event_summary(event)}".rstrip()

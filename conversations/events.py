@@ -1,0 +1,217 @@
+"""The event log's schema: every step of a conversation is one of these immutable models.
+
+Tags (`type`) are stable strings, never class names: renaming a class must not orphan stored
+rows. Add a field with a default to evolve a type; add a new tag for a new meaning. A tag this
+code does not know loads as `UnknownEvent` so old readers survive new writers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+SCHEMA_VERSION = 1
+
+
+class Status(StrEnum):
+    IDLE = "idle"
+    RUNNING = "running"
+    PAUSED = "paused"
+    WAITING_FOR_CONFIRMATION = "waiting_for_confirmation"
+    WAITING_FOR_SUBAGENTS = "waiting_for_subagents"
+    FINISHED = "finished"
+    STUCK = "stuck"
+    ERROR = "error"
+
+
+ACTIVE_STATUSES = frozenset({Status.RUNNING})
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Usage(BaseModel):
+    """What one LLM call cost, as LiteLLM reported it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class BaseEvent(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(default_factory=_new_id)
+    timestamp: datetime = Field(default_factory=_now)
+
+
+class SystemPromptEvent(BaseEvent):
+    type: Literal["system.prompt"] = "system.prompt"
+    content: str
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    """The tools' JSON schemas as offered to the model for this conversation."""
+
+
+class UserMessageEvent(BaseEvent):
+    type: Literal["message.user"] = "message.user"
+    text: str
+    sender: str | None = None
+    """Username of the person who wrote it; None for automations and the CLI."""
+
+
+class AgentMessageEvent(BaseEvent):
+    type: Literal["message.agent"] = "message.agent"
+    text: str
+    llm_response_id: str | None = None
+    usage: Usage | None = None
+
+
+class ActionEvent(BaseEvent):
+    """A tool call the model asked for. Persisted before the tool runs."""
+
+    type: Literal["tool.call"] = "tool.call"
+    tool_call_id: str
+    """Provider id; pairs this call with its ObservationEvent."""
+    tool: str
+    arguments: str
+    """The raw argument string from the model, kept verbatim even when it is not valid JSON."""
+    llm_response_id: str | None = None
+    thought: str = ""
+    """Text the model produced alongside the call."""
+    batch_index: int = 0
+    batch_size: int = 1
+    """Parallel calls from one response share llm_response_id and run in batch_index order."""
+    usage: Usage | None = None
+    """Set on the first call of a batch: the cost of the response that produced it."""
+
+
+class ObservationEvent(BaseEvent):
+    type: Literal["tool.result"] = "tool.result"
+    tool_call_id: str
+    tool: str
+    content: str
+    is_error: bool = False
+    exit_code: int | None = None
+    interrupted: bool = False
+
+
+class AgentErrorEvent(BaseEvent):
+    """Something went wrong outside a tool: the LLM failed, a limit was hit, a run crashed."""
+
+    type: Literal["agent.error"] = "agent.error"
+    code: str
+    message: str
+
+
+class StatusChangeEvent(BaseEvent):
+    """The only way a conversation's status changes; the store mirrors it onto the row."""
+
+    type: Literal["status.changed"] = "status.changed"
+    status: Status
+    previous: Status | None = None
+    reason: str = ""
+
+
+class RunStartedEvent(BaseEvent):
+    type: Literal["run.started"] = "run.started"
+    run_id: str = Field(default_factory=_new_id)
+    trigger: str = "user"
+
+
+class RunFinishedEvent(BaseEvent):
+    type: Literal["run.finished"] = "run.finished"
+    run_id: str
+    status: Status
+    reason: str = ""
+
+
+class UnknownEvent(BaseEvent):
+    """A stored event whose tag this code does not know. Never written, only read."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    type: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+Event = Annotated[
+    SystemPromptEvent
+    | UserMessageEvent
+    | AgentMessageEvent
+    | ActionEvent
+    | ObservationEvent
+    | AgentErrorEvent
+    | StatusChangeEvent
+    | RunStartedEvent
+    | RunFinishedEvent,
+    Field(discriminator="type"),
+]
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+KNOWN_TYPES: frozenset[str] = frozenset(
+    cls.model_fields["type"].default
+    for cls in (
+        SystemPromptEvent,
+        UserMessageEvent,
+        AgentMessageEvent,
+        ActionEvent,
+        ObservationEvent,
+        AgentErrorEvent,
+        StatusChangeEvent,
+        RunStartedEvent,
+        RunFinishedEvent,
+    )
+)
+
+AnyEvent = Event | UnknownEvent
+
+
+def event_to_payload(event: BaseEvent) -> dict[str, Any]:
+    """The JSON-safe dict stored in the envelope's payload column."""
+    return event.model_dump(mode="json")
+
+
+def event_from_payload(type_: str, payload: dict[str, Any]) -> AnyEvent:
+    """Load a stored payload; unknown tags become UnknownEvent instead of crashing readers."""
+    if type_ not in KNOWN_TYPES:
+        return UnknownEvent(
+            id=str(payload.get("id") or _new_id()),
+            type=type_,
+            payload={k: v for k, v in payload.items() if k not in {"id", "type", "timestamp"}},
+            **({"timestamp": payload["timestamp"]} if payload.get("timestamp") else {}),
+        )
+    return EVENT_ADAPTER.validate_python(payload)
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ActionEvent",
+    "AgentErrorEvent",
+    "AgentMessageEvent",
+    "AnyEvent",
+    "BaseEvent",
+    "Event",
+    "EVENT_ADAPTER",
+    "ObservationEvent",
+    "RunFinishedEvent",
+    "RunStartedEvent",
+    "Status",
+    "StatusChangeEvent",
+    "SystemPromptEvent",
+    "UnknownEvent",
+    "Usage",
+    "UserMessageEvent",
+    "ValidationError",
+    "event_from_payload",
+    "event_to_payload",
+]

@@ -1,0 +1,78 @@
+"""A conversation is one small mutable row plus an append-only log of event envelopes.
+
+The envelope holds no event fields of its own beyond `type`: the payload is the event, as
+defined in `events.py`. Only `store.py` writes envelopes.
+"""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from .events import SCHEMA_VERSION, Status
+
+
+class Conversation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="conversations",
+    )
+    title = models.CharField(max_length=200, blank=True)
+    status = models.CharField(
+        max_length=32,
+        choices=[(s.value, s.name.replace("_", " ").title()) for s in Status],
+        default=Status.IDLE.value,
+    )
+    model = models.CharField(max_length=200, help_text="Model profile name.")
+    workspace_path = models.CharField(max_length=1000)
+    agent_config = models.JSONField(default=dict, blank=True)
+
+    tokens_in = models.BigIntegerField(default=0)
+    tokens_out = models.BigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    steps = models.IntegerField(default=0)
+    run_steps = models.IntegerField(default=0, help_text="LLM steps since the current run began.")
+    last_seq = models.BigIntegerField(default=0)
+
+    run_slice = models.CharField(
+        max_length=64,
+        null=True,
+        blank=True,
+        help_text="Id of the one task slice allowed to run next; other deliveries are no-ops.",
+    )
+    lease_token = models.CharField(max_length=64, null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "lease_expires_at"])]
+
+    def __str__(self) -> str:
+        return self.title or str(self.id)
+
+
+class ConversationEvent(models.Model):
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="events", db_index=False
+    )
+    seq = models.BigIntegerField()
+    type = models.CharField(max_length=64)
+    schema_version = models.PositiveSmallIntegerField(default=SCHEMA_VERSION)
+    payload = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "seq"], name="event_unique_seq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id}#{self.seq} {self.type}"

@@ -1,0 +1,38 @@
+"""Pure folds from events to state. No ORM: runners, views and tests share them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .events import (
+    ActionEvent,
+    AgentMessageEvent,
+    AnyEvent,
+    RunStartedEvent,
+    Status,
+    StatusChangeEvent,
+)
+
+
+@dataclass(slots=True)
+class RunState:
+    """What a runner needs to know about the run in progress, derived from the log alone."""
+
+    status: Status = Status.IDLE
+    run_id: str | None = None
+    run_steps: int = 0
+    """LLM responses since the current run started: what max_iterations bounds."""
+
+    def apply(self, events: Iterable[AnyEvent]) -> RunState:
+        for event in events:
+            if isinstance(event, StatusChangeEvent):
+                self.status = event.status
+            elif isinstance(event, RunStartedEvent):
+                self.run_id = event.run_id
+                self.run_steps = 0
+            elif isinstance(event, AgentMessageEvent) or (
+                isinstance(event, ActionEvent) and event.batch_index == 0
+            ):
+                self.run_steps += 1
+        return self

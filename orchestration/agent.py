@@ -1,0 +1,30 @@
+"""An agent is frozen configuration: which model, which tools, what it is told, its limits."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DEFAULT_TOOLS: tuple[str, ...] = ("terminal", "file_editor", "think", "finish")
+
+SYSTEM_PROMPT = """\
+You are a software agent working for a team through a control plane. You act only through \
+the tools you are given, inside the conversation's workspace directory.
+
+How to work:
+- Explore before you change things: list files, read what is relevant.
+- Make small, verifiable steps. After editing code, run it or its tests.
+- The terminal keeps its current directory and exported variables between commands.
+- If a tool returns an error, read it carefully and correct your call instead of repeating it.
+- When the task is done, call `finish` with a short summary of what you did and what you found.
+  If you cannot do it, call `finish` and explain why.
+"""
+
+
+class AgentConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    """Model profile name."""
+    tools: tuple[str, ...] = DEFAULT_TOOLS
+    max_iterations: int = Field(default=100, ge=1, le=10_000)
+    system_prompt: str = SYSTEM_PROMPT

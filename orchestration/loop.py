@@ -1,0 +1,122 @@
+"""The agent's decisions, free of the database: response -> events, action -> observation.
+
+Every way a tool call can go wrong (unknown tool, arguments that are not JSON or do not fit
+the schema, an exception inside the tool) becomes an error observation the model can read
+and correct. No tool call is ever left without a result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+
+from conversations.events import ActionEvent, AgentMessageEvent, BaseEvent, ObservationEvent
+from workspaces.base import WorkspacePathError
+
+from .tools.base import Tool, ToolContext, ToolResult
+
+if TYPE_CHECKING:
+    from .llm import LLMResponse
+
+INTERRUPTED_MESSAGE = (
+    "This action was interrupted before it reported a result (the worker running it stopped). "
+    "It may have partly run: verify the state before relying on it or repeating it."
+)
+
+
+def events_from_response(response: LLMResponse) -> list[BaseEvent]:
+    """The events one LLM response means: a batch of actions, or a plain message."""
+    if not response.tool_calls:
+        return [
+            AgentMessageEvent(
+                text=response.content or "", llm_response_id=response.id, usage=response.usage
+            )
+        ]
+    size = len(response.tool_calls)
+    return [
+        ActionEvent(
+            tool_call_id=call.id,
+            tool=call.name,
+            arguments=call.arguments,
+            llm_response_id=response.id,
+            thought=(response.content or "") if index == 0 else "",
+            batch_index=index,
+            batch_size=size,
+            usage=response.usage if index == 0 else None,
+        )
+        for index, call in enumerate(response.tool_calls)
+    ]
+
+
+def _format_validation_error(tool: str, exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "(arguments)"
+        problems.append(f"- {where}: {error['msg']}")
+    return f"Invalid arguments for tool '{tool}':\n" + "\n".join(problems)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    observation: ObservationEvent
+    finish: bool = False
+
+
+def _observation(action: ActionEvent, result: ToolResult) -> ObservationEvent:
+    return ObservationEvent(
+        tool_call_id=action.tool_call_id,
+        tool=action.tool,
+        content=result.content,
+        is_error=result.is_error,
+        exit_code=result.exit_code,
+    )
+
+
+def _error(action: ActionEvent, message: str) -> Outcome:
+    return Outcome(_observation(action, ToolResult(content=message, is_error=True)))
+
+
+def execute_action(action: ActionEvent, tools: Mapping[str, Tool], ctx: ToolContext) -> Outcome:
+    tool = tools.get(action.tool)
+    if tool is None:
+        available = ", ".join(sorted(tools)) or "(none)"
+        return _error(action, f"Unknown tool '{action.tool}'. Available tools: {available}.")
+    raw = action.arguments.strip() or "{}"
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return _error(
+            action,
+            f"Arguments for tool '{action.tool}' are not valid JSON ({exc.msg} at "
+            f"position {exc.pos}). Send a JSON object matching the tool's schema.",
+        )
+    if not isinstance(data, dict):
+        return _error(
+            action,
+            f"Arguments for tool '{action.tool}' must be a JSON object, not {type(data).__name__}.",
+        )
+    try:
+        args = tool.args_model.model_validate(data)
+    except ValidationError as exc:
+        return _error(action, _format_validation_error(action.tool, exc))
+    try:
+        result = tool.run(args, ctx)
+    except WorkspacePathError as exc:
+        return _error(action, str(exc))
+    except Exception as exc:  # a tool bug must not kill the run: the model reads it instead
+        return _error(action, f"Tool '{action.tool}' failed: {type(exc).__name__}: {exc}")
+    return Outcome(_observation(action, result), finish=result.finish)
+
+
+def interrupted_observation(action: ActionEvent) -> ObservationEvent:
+    return ObservationEvent(
+        tool_call_id=action.tool_call_id,
+        tool=action.tool,
+        content=INTERRUPTED_MESSAGE,
+        is_error=True,
+        interrupted=True,
+    )

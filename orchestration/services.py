@@ -1,0 +1,155 @@
+"""Starting, continuing and pausing runs. Every state change is an event appended through the
+store, together with the row's run bookkeeping, in one transaction; the slice task is sent
+only after commit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from conversations import store
+from conversations.errors import Conflict, InvalidInput
+from conversations.events import (
+    RunFinishedEvent,
+    RunStartedEvent,
+    Status,
+    StatusChangeEvent,
+    SystemPromptEvent,
+    UserMessageEvent,
+)
+from conversations.models import Conversation
+from conversations.selectors import latest_run_id
+
+from .agent import AgentConfig
+from .dispatch import enqueue_slice_on_commit, new_slice_id
+from .profiles import UnknownProfileError, profile_get
+from .tools.base import tool_schema
+from .tools.registry import tools_for
+
+MAX_PROMPT_CHARS = 200_000
+
+
+def _workspace_path(requested: str | None, *, conversation_id: str, unrestricted: bool) -> Path:
+    root = Path(settings.CANVAS_WORKSPACES_ROOT).resolve()
+    if not requested:
+        path = root / conversation_id
+    else:
+        candidate = Path(requested)
+        path = (candidate if candidate.is_absolute() else root / candidate).resolve()
+        if not unrestricted and not path.is_relative_to(root):
+            raise InvalidInput(f"workspace must be inside the workspaces root ({root}).")
+    if path.exists() and not path.is_dir():
+        raise InvalidInput(f"workspace {requested!r} exists and is not a directory.")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _check_text(text: str) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput("the message text must not be empty.")
+    if len(text) > MAX_PROMPT_CHARS:
+        raise InvalidInput(f"the message is longer than {MAX_PROMPT_CHARS} characters.")
+    return text
+
+
+def _start_run(conversation: Conversation, previous: Status, trigger: str) -> list:
+    conversation.run_slice = new_slice_id()
+    conversation.save(update_fields=["run_slice", "updated_at"])
+    enqueue_slice_on_commit(conversation.pk, conversation.run_slice)
+    return [
+        RunStartedEvent(trigger=trigger),
+        StatusChangeEvent(status=Status.RUNNING, previous=previous, reason=f"run by {trigger}"),
+    ]
+
+
+def conversation_create(
+    *,
+    owner: AbstractBaseUser | None,
+    prompt: str,
+    model: str,
+    workspace: str | None = None,
+    title: str | None = None,
+    max_iterations: int | None = None,
+    unrestricted_workspace: bool = False,
+) -> Conversation:
+    """Create a conversation whose first user message is `prompt`, and start its run."""
+    _check_text(prompt)
+    try:
+        profile_get(model)
+    except UnknownProfileError as exc:
+        raise InvalidInput(str(exc)) from exc
+    config = AgentConfig(
+        model=model, max_iterations=max_iterations or settings.CANVAS_MAX_ITERATIONS
+    )
+    conversation = Conversation(owner=owner, model=model, agent_config=config.model_dump())
+    conversation.title = (title or prompt.strip().splitlines()[0])[:200]
+    conversation.workspace_path = str(
+        _workspace_path(
+            workspace, conversation_id=str(conversation.pk), unrestricted=unrestricted_workspace
+        )
+    )
+    sender = owner.get_username() if owner is not None else None
+    with transaction.atomic():
+        conversation.save()
+        system = SystemPromptEvent(
+            content=config.system_prompt,
+            tools=[tool_schema(t) for t in tools_for(config.tools)],
+        )
+        events = [system, UserMessageEvent(text=prompt, sender=sender)]
+        events += _start_run(conversation, Status.IDLE, sender or "api")
+        store.append(conversation.pk, events)
+    conversation.refresh_from_db()
+    return conversation
+
+
+def _locked(conversation_id) -> Conversation:
+    return Conversation.objects.select_for_update().get(pk=conversation_id)
+
+
+def conversation_post_message(
+    *, conversation_id, text: str, sender: AbstractBaseUser | None
+) -> int:
+    """Append a user message; start a run unless one is going (it reads it next step).
+
+    Returns the message's seq.
+    """
+    _check_text(text)
+    name = sender.get_username() if sender is not None else None
+    with transaction.atomic():
+        conversation = _locked(conversation_id)
+        events: list = [UserMessageEvent(text=text, sender=name)]
+        if conversation.status != Status.RUNNING:
+            events += _start_run(conversation, Status(conversation.status), name or "api")
+        return store.append(conversation.pk, events)[0].seq
+
+
+def conversation_run(*, conversation_id, by: AbstractBaseUser | None) -> None:
+    """Continue a conversation that is not running (after a pause, an error, a limit)."""
+    with transaction.atomic():
+        conversation = _locked(conversation_id)
+        if conversation.status == Status.RUNNING:
+            raise Conflict("the conversation is already running.")
+        name = by.get_username() if by is not None else "api"
+        store.append(conversation.pk, _start_run(conversation, Status(conversation.status), name))
+
+
+def conversation_pause(*, conversation_id, by: AbstractBaseUser | None) -> None:
+    """Stop the run between steps; the step in flight completes and is recorded."""
+    name = by.get_username() if by is not None else "api"
+    with transaction.atomic():
+        conversation = _locked(conversation_id)
+        if conversation.status != Status.RUNNING:
+            raise Conflict(f"the conversation is not running (it is {conversation.status}).")
+        run_id = latest_run_id(conversation.pk)
+        store.append(
+            conversation.pk,
+            [
+                StatusChangeEvent(
+                    status=Status.PAUSED, previous=Status.RUNNING, reason=f"paused by {name}"
+                ),
+                RunFinishedEvent(run_id=run_id or "", status=Status.PAUSED, reason="paused"),
+            ],
+        )

@@ -1,0 +1,47 @@
+"""Personal API tokens: creation (plain value returned once) and authentication."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime, timedelta
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+
+from .models import ApiToken
+
+TOKEN_PREFIX = "cnv_"
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def _hash(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def api_token_create(
+    *, user: AbstractBaseUser, name: str = "default", expires_at: datetime | None = None
+) -> tuple[ApiToken, str]:
+    """Create a token; returns the row and the plain token, which is never stored."""
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        user=user, name=name, prefix=raw[:12], key_hash=_hash(raw), expires_at=expires_at
+    )
+    return token, raw
+
+
+def api_token_authenticate(raw: str) -> AbstractBaseUser | None:
+    """The active user owning `raw`, or None when unknown, revoked or expired."""
+    if not raw or not raw.startswith(TOKEN_PREFIX):
+        return None
+    token = ApiToken.objects.select_related("user").filter(key_hash=_hash(raw)).first()
+    now = timezone.now()
+    if token is None or token.revoked_at is not None:
+        return None
+    if token.expires_at is not None and token.expires_at <= now:
+        return None
+    if not token.user.is_active:
+        return None
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token.user

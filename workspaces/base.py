@@ -1,0 +1,47 @@
+"""The Workspace protocol: where a conversation's tools act.
+
+A workspace is addressed by a root directory (what the agent sees) and a state directory
+(what the runtime remembers between commands: cwd, exported environment, edit history). Both
+live on disk, so consecutive steps of a conversation may run in different worker processes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+
+class WorkspacePathError(ValueError):
+    """A path resolved outside the workspace root (via '..', an absolute path, or a symlink)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    output: str
+    """Combined stdout and stderr, cut to head + tail with a marker when too long."""
+    exit_code: int | None
+    """None when the command did not finish (timed out or interrupted)."""
+    timed_out: bool = False
+    truncated: bool = False
+
+
+class Workspace(Protocol):
+    root: Path
+
+    def resolve(self, path: str) -> Path:
+        """Absolute path inside root for `path` (relative to the current directory or root).
+
+        Raises WorkspacePathError when it lands outside root.
+        """
+        ...
+
+    def run(self, command: str, *, timeout: float) -> CommandResult: ...
+
+    def read_text(self, path: str) -> str: ...
+
+    def write_text(self, path: str, content: str) -> Path: ...
+
+    def state_path(self, name: str) -> Path:
+        """A file in the workspace's private state directory (never visible to the agent)."""
+        ...

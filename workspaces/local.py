@@ -1,0 +1,301 @@
+"""A workspace that is a plain directory on this machine.
+
+Each command runs in a fresh `bash`, yet `cd` and `export` carry over to the next command: the
+shell's working directory and exported variables are written to the state directory when it
+exits and restored when the next one starts. Nothing lives in memory, so successive commands may
+come from different worker processes on the same host.
+
+This is isolation of paths and environment, not a sandbox: commands run as the worker's user.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import time
+import uuid
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+
+from workspaces.base import CommandResult, WorkspacePathError
+
+# Runs as `bash -c WRAPPER bash RUN_PREFIX ENV_FILE`. The command is read from RUN_PREFIX.sh
+# and `eval`ed as data, so `cd`/`export` happen in this very shell and the command is never
+# spliced into shell text (eval rather than source keeps the state path out of error messages).
+# The EXIT trap runs on a normal end, `exit N` and SIGTERM; it uses only builtins because the
+# command may have broken PATH. The `.done` file marks a complete save.
+_WRAPPER = r"""
+__canvas_run=$1
+__canvas_env=$2
+readonly __canvas_run __canvas_env
+if [[ -f $__canvas_env ]]; then source "$__canvas_env" 2>/dev/null; fi
+__canvas_save() {
+  local __canvas_rc=$? __canvas_name IFS=$' \t\n'
+  set +eu
+  for __canvas_name in $(compgen -e); do
+    case $__canvas_name in
+      PWD|OLDPWD|SHLVL|_|BASHOPTS|SHELLOPTS|BASH_*|EUID|UID|PPID|COLUMNS|LINES) ;;
+      *) declare -p "$__canvas_name" ;;
+    esac
+  done > "$__canvas_run.env" 2>/dev/null
+  printf '%s' "$PWD" > "$__canvas_run.cwd"
+  : > "$__canvas_run.done"
+  exit "$__canvas_rc"
+}
+trap __canvas_save EXIT
+eval "$(< "$__canvas_run.sh")"
+"""
+
+_CWD_FILE = "cwd"
+_ENV_FILE = "env.sh"
+_KILL_GRACE_SECONDS = 1.0
+_DRAIN_SECONDS = 0.5
+
+
+def _base_environment(home: Path) -> dict[str, str]:
+    """A clean starting environment: nothing from the worker's own (secrets included) leaks in."""
+    return {
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TERM": "dumb",
+        "PAGER": "cat",
+        "GIT_PAGER": "cat",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+class _BoundedText:
+    """Keeps the first and last characters of a stream and counts what fell in between.
+
+    Memory stays bounded however much a command prints (think `yes`).
+    """
+
+    def __init__(self, max_chars: int) -> None:
+        self._head_limit = max_chars // 2
+        self._tail_limit = max_chars - self._head_limit
+        self._head: list[str] = []
+        self._head_len = 0
+        self._tail: deque[str] = deque()
+        self._tail_len = 0
+        self.dropped = 0
+
+    def add(self, text: str) -> None:
+        room = self._head_limit - self._head_len
+        if room > 0:
+            self._head.append(text[:room])
+            self._head_len += len(self._head[-1])
+            text = text[room:]
+        if not text:
+            return
+        self._tail.append(text)
+        self._tail_len += len(text)
+        while self._tail_len > self._tail_limit:
+            excess = self._tail_len - self._tail_limit
+            first = self._tail[0]
+            if len(first) <= excess:
+                self._tail.popleft()
+                cut = len(first)
+            else:
+                self._tail[0] = first[excess:]
+                cut = excess
+            self._tail_len -= cut
+            self.dropped += cut
+
+    def text(self) -> str:
+        head, tail = "".join(self._head), "".join(self._tail)
+        if not self.dropped:
+            return head + tail
+        return f"{head}\n[... {self.dropped} characters cut ...]\n{tail}"
+
+
+class LocalWorkspace:
+    def __init__(
+        self,
+        root: Path,
+        state_dir: Path,
+        *,
+        max_output_chars: int = 30_000,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """`env` is added to the clean base environment of every command (e.g. granted secrets)."""
+        Path(root).mkdir(parents=True, exist_ok=True)
+        Path(state_dir).mkdir(parents=True, exist_ok=True)
+        self.root = Path(os.path.realpath(root))
+        self.state_dir = Path(os.path.realpath(state_dir))
+        self.max_output_chars = max_output_chars
+        self._env = {**_base_environment(self.root), **(env or {})}
+
+    # -- paths -------------------------------------------------------------------------------
+
+    def current_dir(self) -> Path:
+        """The terminal's saved working directory, or root when it is unset, gone or outside."""
+        try:
+            saved = (self.state_dir / _CWD_FILE).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return self.root
+        real = Path(os.path.realpath(saved)) if saved else self.root
+        if real.is_relative_to(self.root) and real.is_dir():
+            return real
+        return self.root
+
+    def resolve(self, path: str) -> Path:
+        base = "" if os.path.isabs(path) else str(self.current_dir())
+        try:
+            real = Path(os.path.realpath(os.path.join(base, path)))
+        except ValueError as exc:  # e.g. an embedded NUL byte
+            raise WorkspacePathError(f"path {path!r} is not a valid path") from exc
+        if not real.is_relative_to(self.root):
+            raise WorkspacePathError(f"path {path!r} is outside the workspace ({self.root})")
+        return real
+
+    def read_text(self, path: str) -> str:
+        """Strict UTF-8 (raises UnicodeDecodeError); line endings are kept as they are on disk."""
+        with open(self.resolve(path), encoding="utf-8", newline="") as f:
+            return f.read()
+
+    def write_text(self, path: str, content: str) -> Path:
+        target = self.resolve(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "w", encoding="utf-8", newline="") as f:
+            f.write(content)
+        return target
+
+    def state_path(self, name: str) -> Path:
+        if not name or name in {".", ".."} or "/" in name or "\0" in name:
+            raise ValueError(f"invalid state file name {name!r}")
+        return self.state_dir / name
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def run(self, command: str, *, timeout: float) -> CommandResult:
+        prefix = self.state_dir / f"run-{uuid.uuid4().hex}"
+        command_file = prefix.with_suffix(".sh")
+        command_file.write_text(command, encoding="utf-8")
+        try:
+            proc = subprocess.Popen(
+                [
+                    "bash",
+                    "--noprofile",
+                    "--norc",
+                    "-c",
+                    _WRAPPER,
+                    "bash",
+                    str(prefix),
+                    str(self.state_dir / _ENV_FILE),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=self.current_dir(),
+                env=self._env,
+                start_new_session=True,
+            )
+            output = _BoundedText(self.max_output_chars)
+            timed_out = _collect(proc, output, timeout)
+            exit_code = None if timed_out else proc.returncode
+            self._commit_state(prefix)
+        finally:
+            for suffix in (".sh", ".env", ".cwd", ".done"):
+                prefix.with_suffix(suffix).unlink(missing_ok=True)
+        return CommandResult(
+            output=output.text(),
+            exit_code=exit_code,
+            timed_out=timed_out,
+            truncated=output.dropped > 0,
+        )
+
+    def _commit_state(self, prefix: Path) -> None:
+        """Adopt the shell's saved cwd and env, but only if its EXIT trap finished writing them."""
+        if not prefix.with_suffix(".done").exists():
+            return
+        os.replace(prefix.with_suffix(".env"), self.state_dir / _ENV_FILE)
+        os.replace(prefix.with_suffix(".cwd"), self.state_dir / _CWD_FILE)
+
+
+def _collect(proc: subprocess.Popen[bytes], output: _BoundedText, timeout: float) -> bool:
+    """Read the merged output until the shell ends or time runs out; True when it timed out.
+
+    Reading stops shortly after the shell exits even if a background job still holds the pipe
+    open; such a job keeps running (and should redirect its own output).
+    """
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    deadline = time.monotonic() + timeout
+    timed_out = eof = False
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                _kill_group(proc)
+                _drain(fd, decoder, output, time.monotonic() + _DRAIN_SECONDS)
+                break
+            exited = proc.poll() is not None
+            if eof:  # the shell closed its output but may still be running
+                if exited:
+                    break
+                time.sleep(min(remaining, 0.05))
+            elif select.select([fd], [], [], 0.05 if exited else min(remaining, 0.2))[0]:
+                chunk = os.read(fd, 65536)
+                eof = not chunk
+                output.add(decoder.decode(chunk))
+            elif exited:
+                break
+        output.add(decoder.decode(b"", final=True))
+    finally:
+        if proc.poll() is None:  # interrupted by an exception: leave nothing running
+            _kill_group(proc)
+        proc.stdout.close()
+        proc.wait()
+    return timed_out
+
+
+def _drain(fd: int, decoder: codecs.IncrementalDecoder, output: _BoundedText, until: float) -> None:
+    while (remaining := until - time.monotonic()) > 0:
+        if not select.select([fd], [], [], remaining)[0]:
+            return
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return
+        output.add(decoder.decode(chunk))
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the command's whole process group, then SIGKILL whatever outlives a grace period."""
+    pgid = proc.pid  # start_new_session made the shell a group leader
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + _KILL_GRACE_SECONDS
+    while time.monotonic() < deadline:
+        proc.poll()  # reap the shell, or its zombie keeps the group alive
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def workspace_for(conversation_id: str, workspace_path: str | None) -> LocalWorkspace:
+    """The local workspace of a conversation: its own directory unless one was configured."""
+    from django.conf import settings
+
+    if not conversation_id or conversation_id in {".", ".."} or "/" in conversation_id:
+        raise ValueError(f"invalid conversation id {conversation_id!r}")
+    root = (
+        Path(workspace_path)
+        if workspace_path
+        else settings.CANVAS_WORKSPACES_ROOT / conversation_id
+    )
+    return LocalWorkspace(root, settings.CANVAS_STATE_ROOT / conversation_id)
