@@ -65,7 +65,12 @@ class LiteLLMClient:
             "model": p.model,
             "messages": messages,
             "timeout": p.timeout,
-            "num_retries": p.num_retries,
+            # Retries happen in the provider SDK (OpenAI's client: 408/409/429/5xx, timeouts and
+            # connection errors, with backoff honouring Retry-After). Passing LiteLLM's
+            # `num_retries` instead also arms its wrapper's second retry layer, which needs the
+            # optional `tenacity` package: without it the provider's error is replaced by
+            # "tenacity import failed", and with it each retry is doubled.
+            "max_retries": p.num_retries,
             **p.extra,
         }
         if tools:

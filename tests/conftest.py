@@ -1,3 +1,162 @@
+"""Shared fixtures. Everything is real except the model: Postgres, Redis, Celery worker
+processes, local workspaces."""
+
+from __future__ import annotations
+
 import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _isolated_dirs(settings, tmp_path):
+    settings.CANVAS_WORKSPACES_ROOT = tmp_path / "workspaces"
+    settings.CANVAS_STATE_ROOT = tmp_path / "state"
+
+
+@pytest.fixture
+def user(django_user_model):
+    return django_user_model.objects.create_user("alice", password="alice-password-1")
+
+
+@pytest.fixture
+def other_user(django_user_model):
+    return django_user_model.objects.create_user("mallory", password="mallory-password-1")
+
+
+@pytest.fixture
+def api_token(user) -> str:
+    from teams.tokens import api_token_create
+
+    return api_token_create(user=user, name="tests")[1]
+
+
+@pytest.fixture
+def dispatched(monkeypatch) -> list[tuple[str, str]]:
+    """Capture slice enqueues instead of sending them, for tests that drive slices by hand."""
+    sent: list[tuple[str, str]] = []
+
+    def capture(conversation_id, slice_id) -> None:
+        sent.append((str(conversation_id), slice_id))
+
+    import orchestration.runner
+    import orchestration.services
+
+    monkeypatch.setattr(orchestration.services, "enqueue_slice_on_commit", capture)
+    monkeypatch.setattr(orchestration.runner, "enqueue_slice_on_commit", capture)
+    return sent
+
+
+def _database_url() -> str:
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 5432
+    user = db.get("USER") or "postgres"
+    return f"postgres://{user}@{host}:{port}/{db['NAME']}"
+
+
+class WorkerProcess:
+    """A real `celery -A canvas worker` in its own process group, on the test database."""
+
+    def __init__(self, tmp: Path, *, beat: bool = False, extra_env: dict[str, str] | None = None):
+        self.tmp = tmp
+        self.ready_file = tmp / f"worker-{uuid.uuid4().hex}.ready"
+        self.log_path = tmp / f"{self.ready_file.stem}.log"
+        self.beat = beat
+        self.extra_env = extra_env or {}
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60) -> WorkerProcess:
+        from django.conf import settings
+
+        env = {
+            **os.environ,
+            "DATABASE_URL": _database_url(),
+            "REDIS_URL": settings.REDIS_URL,
+            "CANVAS_WORKER_READY_FILE": str(self.ready_file),
+            "CANVAS_WORKSPACES_ROOT": str(settings.CANVAS_WORKSPACES_ROOT),
+            "CANVAS_STATE_ROOT": str(settings.CANVAS_STATE_ROOT),
+            **self.extra_env,
+        }
+        argv = [
+            sys.executable, "-m", "celery", "-A", "canvas", "worker",
+            "-P", "threads", "-c", "4", "-l", "WARNING",
+            "-n", f"{self.ready_file.stem}@%h",
+            "--without-heartbeat", "--without-mingle", "--without-gossip",
+        ]  # fmt: skip
+        if self.beat:
+            argv += ["-B", "-s", str(self.tmp / f"{self.ready_file.stem}.beat")]
+        self.log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            argv, cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while not self.ready_file.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"worker did not start:\n{self.log_path.read_text()}")
+            time.sleep(0.1)
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL the whole worker process group: a crashed machine, not a shutdown."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        if getattr(self, "log", None):
+            self.log.close()
+
+
+@pytest.fixture
+def clean_broker(settings) -> None:
+    """Drop tasks left in the test Redis database by earlier runs."""
+    import redis
+
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+
+
+@pytest.fixture
+def start_worker(transactional_db, clean_broker, tmp_path) -> Iterator:
+    workers: list[WorkerProcess] = []
+
+    def start(**kwargs) -> WorkerProcess:
+        worker = WorkerProcess(tmp_path, **kwargs).start()
+        workers.append(worker)
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, message: str = ""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting: {message}")

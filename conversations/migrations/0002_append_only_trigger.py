@@ -37,7 +37,7 @@ def _run(statements_by_vendor):
         if isinstance(statements, str):
             statements = [statements]
         for sql in statements:
-            schema_editor.execute(sql)
+            schema_editor.execute(sql, params=None)
 
     return apply
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -292,10 +293,10 @@ def _edited(path: Path, text: str, first: int, last: int) -> str:
 def _list_dir(path: Path) -> str:
     entries: list[str] = []
     for child in _visible_children(path):
-        is_dir = child.is_dir(follow_symlinks=False)
+        is_dir = child.is_dir(follow_symlinks=False)  # never wander out through a symlink
         entries.append(child.name + ("/" if is_dir else ""))
         if is_dir:
-            for grandchild in _visible_children(child):
+            for grandchild in _visible_children(child.path):
                 slash = "/" if grandchild.is_dir(follow_symlinks=False) else ""
                 entries.append(f"{child.name}/{grandchild.name}{slash}")
     header = f"Files and directories up to 2 levels deep in {path}, hidden ones excluded:"
@@ -307,9 +308,10 @@ def _list_dir(path: Path) -> str:
     return header + "\n" + "\n".join(entries)
 
 
-def _visible_children(path: Path) -> list[Path]:
+def _visible_children(path: str | Path) -> list[os.DirEntry[str]]:
     try:
-        return sorted(p for p in path.iterdir() if not p.name.startswith("."))
+        with os.scandir(path) as it:
+            return sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
     except OSError:  # unreadable directory: list what we can, which is nothing
         return []
 

@@ -1,0 +1,150 @@
+"""Browser pages and their htmx fragments: parse, call one service, choose a template.
+
+Access goes through canvas.access; anything a user may not see is a 404. Service errors are
+shown in the form (or next to the button) with the service's status.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from conversations import store
+from conversations.errors import NotFound, ServiceError
+from conversations.models import Conversation
+from orchestration import services
+
+from .access import Action, conversation_for, conversations_visible_to
+from .event_rows import event_row, last_status, status_label
+from .forms import KNOWN_MODELS, ConversationCreateForm, MessageForm
+
+LIST_TEMPLATE = "canvas/conversation_list.html"
+DETAIL_TEMPLATE = "canvas/conversation_detail.html"
+LIST_LIMIT = 200
+
+
+def _conversation_or_404(request: HttpRequest, conversation_id: uuid.UUID, action: Action):
+    try:
+        return conversation_for(request.user, conversation_id, action)
+    except NotFound as exc:
+        raise Http404(exc.detail) from None
+
+
+def _can_act(request: HttpRequest, conversation: Conversation) -> bool:
+    try:
+        conversation_for(request.user, conversation.pk, Action.ACT)
+    except NotFound:
+        return False
+    return True
+
+
+def _header_context(conversation: Conversation, *, status: str, can_act: bool) -> dict[str, Any]:
+    return {
+        "conversation": conversation,
+        "conversation_id": str(conversation.pk),
+        "status": status,
+        "status_label": status_label(status),
+        "can_act": can_act,
+    }
+
+
+def _list_context(request: HttpRequest) -> dict[str, Any]:
+    return {"conversations": conversations_visible_to(request.user)[:LIST_LIMIT]}
+
+
+@login_required
+@require_GET
+def conversation_list(request: HttpRequest) -> HttpResponse:
+    template = LIST_TEMPLATE
+    context = _list_context(request)
+    if request.htmx:
+        template += "#conversation-rows"
+    else:
+        context |= {"form": ConversationCreateForm(), "known_models": KNOWN_MODELS}
+    return render(request, template, context)
+
+
+@login_required
+@require_POST
+def conversation_new(request: HttpRequest) -> HttpResponse:
+    form = ConversationCreateForm(request.POST)
+    status = 400
+    if form.is_valid():
+        try:
+            conversation = services.conversation_create(owner=request.user, **form.cleaned_data)
+        except ServiceError as exc:
+            form.add_error(None, exc.detail)
+            status = exc.status
+        else:
+            url = reverse("conversation-detail", args=[conversation.pk])
+            return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    template = LIST_TEMPLATE
+    context: dict[str, Any] = {"form": form, "known_models": KNOWN_MODELS}
+    if request.htmx:
+        template += "#new-conversation"
+    else:
+        context |= _list_context(request)
+    return render(request, template, context, status=status)
+
+
+@login_required
+@require_GET
+def conversation_detail(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    conversation = _conversation_or_404(request, conversation_id, Action.VIEW)
+    rows = [event_row(e.seq, e.event) for e in store.load(conversation.pk)]
+    status = last_status(rows, conversation.status)
+    context = _header_context(conversation, status=status, can_act=_can_act(request, conversation))
+    context |= {"rows": rows, "message_form": MessageForm()}
+    return render(request, DETAIL_TEMPLATE, context)
+
+
+@login_required
+@require_POST
+def conversation_message(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    conversation = _conversation_or_404(request, conversation_id, Action.ACT)
+    form = MessageForm(request.POST)
+    status = 400
+    if form.is_valid():
+        try:
+            services.conversation_post_message(
+                conversation_id=conversation.pk, text=form.cleaned_data["text"], sender=request.user
+            )
+        except ServiceError as exc:
+            form.add_error("text", exc.detail)
+            status = exc.status
+        else:
+            form, status = MessageForm(), 200
+    if not request.htmx:
+        if status != 200:
+            messages.error(request, " ".join(form.errors.get("text", ["Invalid message."])))
+        return redirect("conversation-detail", conversation_id=conversation.pk)
+    context = _header_context(conversation, status=conversation.status, can_act=True)
+    context["message_form"] = form
+    return render(request, DETAIL_TEMPLATE + "#message-form", context, status=status)
+
+
+@login_required
+@require_POST
+def conversation_pause(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    conversation = _conversation_or_404(request, conversation_id, Action.ACT)
+    notice, status = None, 200
+    try:
+        services.conversation_pause(conversation_id=conversation.pk, by=request.user)
+    except ServiceError as exc:
+        notice, status = exc.detail, exc.status
+    conversation.refresh_from_db()
+    if not request.htmx:
+        if notice:
+            messages.warning(request, notice)
+        return redirect("conversation-detail", conversation_id=conversation.pk)
+    context = _header_context(conversation, status=conversation.status, can_act=True)
+    context["notice"] = notice
+    return render(request, DETAIL_TEMPLATE + "#controls", context, status=status)

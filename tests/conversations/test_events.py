@@ -1,0 +1,77 @@
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from conversations.events import (
+    EVENT_ADAPTER,
+    ActionEvent,
+    AgentErrorEvent,
+    AgentMessageEvent,
+    ObservationEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    Status,
+    StatusChangeEvent,
+    SystemPromptEvent,
+    UnknownEvent,
+    Usage,
+    UserMessageEvent,
+    event_from_payload,
+    event_to_payload,
+)
+
+GOLDEN = Path(__file__).parent / "golden" / "events_v1.json"
+
+EXAMPLES = [
+    SystemPromptEvent(content="be useful", tools=[{"type": "function", "function": {"name": "t"}}]),
+    UserMessageEvent(text="hello", sender="alice"),
+    AgentMessageEvent(text="hi", llm_response_id="r1", usage=Usage(prompt_tokens=3, cost_usd=0.5)),
+    ActionEvent(tool_call_id="c1", tool="terminal", arguments='{"command": "ls"}', batch_size=2),
+    ObservationEvent(tool_call_id="c1", tool="terminal", content="a\nb", exit_code=0),
+    AgentErrorEvent(code="llm_RateLimitError_429", message="slow down"),
+    StatusChangeEvent(status=Status.FINISHED, previous=Status.RUNNING, reason="done"),
+    RunStartedEvent(trigger="alice"),
+    RunFinishedEvent(run_id="r", status=Status.ERROR, reason="model error"),
+]
+
+
+@pytest.mark.parametrize("event", EXAMPLES, ids=lambda e: e.type)
+def test_every_event_type_round_trips_through_the_adapter(event):
+    payload = json.loads(json.dumps(event_to_payload(event)))
+    assert EVENT_ADAPTER.validate_python(payload) == event
+    assert event_from_payload(event.type, payload) == event
+
+
+def test_every_known_type_has_an_example():
+    from conversations.events import KNOWN_TYPES
+
+    assert {e.type for e in EXAMPLES} == KNOWN_TYPES
+
+
+def test_events_are_immutable_and_reject_unknown_fields():
+    event = UserMessageEvent(text="x")
+    with pytest.raises(ValidationError):
+        event.text = "y"  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        UserMessageEvent(text="x", surprise=1)
+
+
+def test_unknown_tag_loads_as_unknown_event():
+    loaded = event_from_payload(
+        "future.thing", {"id": "e1", "type": "future.thing", "timestamp": None, "x": 1}
+    )
+    assert isinstance(loaded, UnknownEvent)
+    assert loaded.type == "future.thing"
+    assert loaded.payload == {"x": 1}
+
+
+def test_golden_v1_payloads_still_load():
+    """Rows written by schema v1 must load forever; this file is never regenerated."""
+    rows = json.loads(GOLDEN.read_text())
+    assert {row["type"] for row in rows} >= {e.type for e in EXAMPLES}
+    for row in rows:
+        event = event_from_payload(row["type"], row["payload"])
+        assert event.type == row["type"]
+        assert event.id == row["payload"]["id"]

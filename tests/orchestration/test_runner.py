@@ -1,0 +1,185 @@
+"""Slices driven by hand (no worker): leases, duplicates, recovery, limits, errors."""
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from conversations import store
+from conversations.events import ActionEvent, ObservationEvent
+from conversations.models import Conversation
+from orchestration import services
+from orchestration.runner import lease_claim, run_slice, sweep_runs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def script(*turns) -> str:
+    return json.dumps({"script": list(turns)})
+
+
+def drive(dispatched: list, limit: int = 50) -> None:
+    """Run enqueued slices in order until the chain stops, as a worker would."""
+    for _ in range(limit):
+        if not dispatched:
+            return
+        conversation_id, slice_id = dispatched.pop(0)
+        assert run_slice(conversation_id, slice_id) is None
+    raise AssertionError("the run did not stop")
+
+
+def types(conversation) -> list[str]:
+    return [s.event.type for s in store.load(conversation.pk)]
+
+
+def test_scripted_run_finishes_across_several_slices(dispatched, settings):
+    settings.CANVAS_SLICE_STEPS = 2
+    conversation = services.conversation_create(
+        owner=None,
+        model="scripted",
+        prompt=script(
+            {"tool": "terminal", "args": {"command": "echo one > f.txt"}},
+            {"tool": "terminal", "args": {"command": "cat f.txt"}},
+            {"tool": "think", "args": {"thought": "fine"}},
+            {"tool": "finish", "args": {"message": "done"}},
+        ),
+    )
+    assert len(dispatched) == 1
+    drive(dispatched)
+    conversation.refresh_from_db()
+    assert conversation.status == "finished"
+    assert conversation.run_slice is None and conversation.lease_token is None
+    assert conversation.steps == 4
+    results = [s.event for s in store.load(conversation.pk) if s.event.type == "tool.result"]
+    assert results[1].content.startswith("one")
+    assert results[-1].content == "done"
+    assert types(conversation)[-2:] == ["status.changed", "run.finished"]
+
+
+def test_a_stale_or_duplicate_slice_does_nothing(dispatched):
+    conversation = services.conversation_create(
+        owner=None, model="scripted", prompt=script({"say": "hi"})
+    )
+    conversation_id, slice_id = dispatched.pop()
+    assert run_slice(conversation_id, "not-the-current-slice") is None
+    assert types(conversation)[-1] == "status.changed"  # nothing ran
+    run_slice(conversation_id, slice_id)
+    before = types(conversation)
+    assert before[-1] == "run.finished"
+    run_slice(conversation_id, slice_id)  # a redelivery after the fact
+    assert types(conversation) == before
+
+
+def test_a_slice_waits_while_another_runner_holds_a_live_lease(dispatched):
+    conversation = services.conversation_create(
+        owner=None, model="scripted", prompt=script({"say": "hi"})
+    )
+    conversation_id, slice_id = dispatched.pop()
+    assert isinstance(lease_claim(conversation_id, slice_id), str)
+    wait = run_slice(conversation_id, slice_id)  # the same slice, redelivered while running
+    assert wait is not None and 0 < wait <= 31
+    Conversation.objects.filter(pk=conversation_id).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert run_slice(conversation_id, slice_id) is None  # the expired lease is taken over
+    assert types(conversation)[-1] == "run.finished"
+
+
+def test_an_action_without_observation_is_marked_interrupted_not_rerun(dispatched, tmp_path):
+    marker = tmp_path / "ran.txt"
+    conversation = services.conversation_create(
+        owner=None,
+        model="scripted",
+        prompt=script(
+            {"tool": "terminal", "args": {"command": f"echo ran >> {marker}"}},
+            {"say": "after"},
+        ),
+    )
+    # A worker persisted the action, then died before running it.
+    store.append(
+        conversation.pk,
+        [
+            ActionEvent(
+                tool_call_id="call_0_0", tool="terminal",
+                arguments=json.dumps({"command": f"echo ran >> {marker}"}),
+            )
+        ],
+    )  # fmt: skip
+    drive(dispatched)
+    events = [s.event for s in store.load(conversation.pk)]
+    observation = next(e for e in events if isinstance(e, ObservationEvent))
+    assert observation.interrupted and observation.is_error
+    assert "interrupted" in observation.content
+    assert not marker.exists()
+    assert events[-1].type == "run.finished"
+
+
+def test_max_iterations_ends_the_run_with_a_clear_event(dispatched):
+    conversation = services.conversation_create(
+        owner=None,
+        model="scripted",
+        max_iterations=2,
+        prompt=script(*[{"tool": "think", "args": {"thought": str(i)}} for i in range(5)]),
+    )
+    drive(dispatched)
+    conversation.refresh_from_db()
+    assert conversation.status == "error"
+    error = next(s.event for s in store.load(conversation.pk) if s.event.type == "agent.error")
+    assert error.code == "max_iterations" and "2 iterations" in error.message
+    # A new message continues the conversation with a fresh iteration budget.
+    services.conversation_post_message(conversation_id=conversation.pk, text="go on", sender=None)
+    drive(dispatched)
+    conversation.refresh_from_db()
+    assert conversation.status in {"finished", "error"}
+    assert types(conversation).count("run.started") == 2
+
+
+def test_unknown_model_profile_is_refused_up_front(dispatched):
+    from conversations.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="No model profile"):
+        services.conversation_create(owner=None, model="no-such-model", prompt="hi")
+    assert Conversation.objects.count() == 0
+
+
+def test_sweeper_reenqueues_a_run_whose_runner_died(dispatched):
+    conversation = services.conversation_create(
+        owner=None, model="scripted", prompt=script({"say": "hi"})
+    )
+    conversation_id, old_slice = dispatched.pop()
+    lease_claim(conversation_id, old_slice)
+    Conversation.objects.filter(pk=conversation_id).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=5)
+    )
+    assert sweep_runs() == 1
+    (_, new_slice), = dispatched
+    assert new_slice != old_slice
+    assert run_slice(conversation_id, old_slice) is None  # the dead runner's slice is void
+    drive(dispatched)
+    assert types(conversation)[-1] == "run.finished"
+    assert sweep_runs() == 0
+
+
+def test_pause_stops_between_steps_and_run_resumes(dispatched, settings):
+    settings.CANVAS_SLICE_STEPS = 1
+    conversation = services.conversation_create(
+        owner=None,
+        model="scripted",
+        prompt=script(*[{"tool": "think", "args": {"thought": str(i)}} for i in range(3)]),
+    )
+    conversation_id, slice_id = dispatched.pop()
+    run_slice(conversation_id, slice_id)
+    services.conversation_pause(conversation_id=conversation_id, by=None)
+    drive(dispatched)
+    conversation.refresh_from_db()
+    assert conversation.status == "paused"
+    assert types(conversation).count("tool.call") == 1
+    with pytest.raises(Exception, match="not running"):
+        services.conversation_pause(conversation_id=conversation_id, by=None)
+    services.conversation_run(conversation_id=conversation_id, by=None)
+    with pytest.raises(Exception, match="already running"):
+        services.conversation_run(conversation_id=conversation_id, by=None)
+    drive(dispatched)
+    conversation.refresh_from_db()
+    assert conversation.status == "finished"

@@ -1,0 +1,114 @@
+"""Runs through real Celery worker processes on Redis and Postgres."""
+
+import json
+import time
+
+import pytest
+from celery import current_app
+
+from conversations import store
+from conversations.events import ObservationEvent
+from conversations.models import Conversation, ConversationEvent
+from orchestration import services
+from orchestration.dispatch import RUN_SLICE_TASK
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.worker
+
+
+def script(*turns) -> str:
+    return json.dumps({"script": list(turns)})
+
+
+def status_of(conversation) -> str:
+    return Conversation.objects.get(pk=conversation.pk).status
+
+
+def seqs(conversation) -> list[int]:
+    return list(
+        ConversationEvent.objects.filter(conversation=conversation)
+        .order_by("seq")
+        .values_list("seq", flat=True)
+    )
+
+
+def test_scripted_multi_step_run_finishes_on_a_worker(start_worker, settings):
+    start_worker()
+    conversation = services.conversation_create(
+        owner=None,
+        model="scripted",
+        prompt=script(
+            {"tool": "file_editor",
+             "args": {"command": "create", "path": "hello.py", "file_text": "print('hi')\n"}},
+            {"tools": [{"tool": "terminal", "args": {"command": "python3 hello.py"}},
+                       {"tool": "think", "args": {"thought": "it printed"}}]},
+            {"tool": "finish", "args": {"message": "hello.py works"}},
+        ),
+    )  # fmt: skip
+    wait_for(lambda: status_of(conversation) == "finished", 60, message="run to finish")
+    events = [s.event for s in store.load(conversation.pk)]
+    kinds = [e.type for e in events]
+    assert kinds.count("tool.call") == 4 and kinds.count("tool.result") == 4
+    terminal = next(e for e in events if e.type == "tool.result" and e.tool == "terminal")
+    assert terminal.content.startswith("hi") and terminal.exit_code == 0
+    batch = [e for e in events if e.type == "tool.call" and e.batch_size == 2]
+    assert [e.batch_index for e in batch] == [0, 1]
+    assert seqs(conversation) == list(range(1, len(events) + 1))
+
+
+def test_killed_worker_mid_tool_is_completed_by_a_new_worker(start_worker, tmp_path):
+    fast_recovery = {"CANVAS_LEASE_SECONDS": "3", "CANVAS_SWEEP_SECONDS": "1"}
+    first = start_worker(beat=True, extra_env=fast_recovery)
+    marker = tmp_path / "after-kill.txt"
+    conversation = services.conversation_create(
+        owner=None,
+        model="scripted",
+        prompt=script(
+            {"tool": "terminal", "args": {"command": "echo started"}},
+            {"tool": "terminal", "args": {"command": "sleep 6; echo slept"}},
+            {"tool": "terminal", "args": {"command": f"echo resumed > {marker}"}},
+            {"tool": "finish", "args": {"message": "survived"}},
+        ),
+    )
+
+    def sleeping():
+        return any(
+            s.event.type == "tool.call" and "sleep 6" in s.event.arguments
+            for s in store.load(conversation.pk)
+        )
+
+    wait_for(sleeping, 60, message="the sleep action to be persisted")
+    time.sleep(0.5)
+    first.kill()
+    start_worker(beat=True, extra_env=fast_recovery)
+    wait_for(lambda: status_of(conversation) == "finished", 90, message="recovery")
+
+    events = [s.event for s in store.load(conversation.pk)]
+    sleep_call = next(e for e in events if e.type == "tool.call" and "sleep 6" in e.arguments)
+    result = next(
+        e for e in events
+        if isinstance(e, ObservationEvent) and e.tool_call_id == sleep_call.tool_call_id
+    )  # fmt: skip
+    assert result.interrupted and "interrupted" in result.content
+    assert "slept" not in result.content
+    assert marker.read_text().strip() == "resumed"
+    assert seqs(conversation) == list(range(1, len(events) + 1))
+    assert sum(1 for e in events if e.type == "tool.result") == 4
+
+
+def test_duplicate_task_delivery_runs_each_step_once(start_worker, dispatched, tmp_path):
+    counter = tmp_path / "count.txt"
+    conversation = services.conversation_create(
+        owner=None,
+        model="scripted",
+        prompt=script(*[{"tool": "terminal", "args": {"command": f"echo x >> {counter}"}}] * 3),
+    )
+    (conversation_id, slice_id), = dispatched
+    start_worker()
+    for _ in range(3):  # the broker delivers the same message several times
+        current_app.send_task(RUN_SLICE_TASK, args=[conversation_id, slice_id])
+    wait_for(lambda: status_of(conversation) == "finished", 60, message="run to finish")
+    time.sleep(1.5)  # give stray duplicates time to (not) act
+    assert counter.read_text().splitlines() == ["x", "x", "x"]
+    kinds = [s.event.type for s in store.load(conversation.pk)]
+    assert kinds.count("run.finished") == 1
