@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from ninja import NinjaAPI, Schema
+from ninja import NinjaAPI, Schema, Status
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer, django_auth
@@ -26,6 +26,14 @@ from teams.tokens import api_token_authenticate
 from .access import Action, conversation_for, conversations_visible_to
 
 MAX_PAGE = 1000
+ERROR_CODES = {
+    400: "invalid_input",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+}
 
 
 class BearerToken(HttpBearer):
@@ -53,12 +61,16 @@ def _service_error(request: HttpRequest, exc: ServiceError) -> HttpResponse:
     return _error(request, exc.status, exc.code, exc.detail)
 
 
+def _field(loc) -> str | None:
+    parts = [str(p) for p in loc]
+    while parts and parts[0] in {"body", "query", "path"}:  # where, not what
+        parts.pop(0)
+    return ".".join(parts) or None
+
+
 @api.exception_handler(NinjaValidationError)
 def _validation_error(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
-    detail = [
-        {"field": ".".join(str(p) for p in e.get("loc", [])[1:]) or None, "message": e.get("msg")}
-        for e in exc.errors
-    ]
+    detail = [{"field": _field(e.get("loc", ())), "message": e.get("msg")} for e in exc.errors]
     return _error(request, 400, "invalid_input", detail)
 
 
@@ -69,7 +81,7 @@ def _auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
 
 @api.exception_handler(HttpError)
 def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
-    return _error(request, exc.status_code, "error", str(exc))
+    return _error(request, exc.status_code, ERROR_CODES.get(exc.status_code, "error"), str(exc))
 
 
 class ConversationIn(Schema):
@@ -140,7 +152,7 @@ def conversation_create(request: HttpRequest, body: ConversationIn):
         title=body.title,
         max_iterations=body.max_iterations,
     )
-    return 201, _out(conversation)
+    return Status(201, _out(conversation))
 
 
 @api.get("/conversations", response={200: list[ConversationOut], **ERRORS})
@@ -177,18 +189,18 @@ def conversation_message(request: HttpRequest, conversation_id: str, body: Messa
         conversation_id=conversation.pk, text=body.text, sender=request.user
     )
     conversation.refresh_from_db()
-    return 201, {"seq": seq, "status": conversation.status}
+    return Status(201, {"seq": seq, "status": conversation.status})
 
 
 @api.post("/conversations/{conversation_id}/run", response={202: dict, **ERRORS})
 def conversation_run(request: HttpRequest, conversation_id: str):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
     services.conversation_run(conversation_id=conversation.pk, by=request.user)
-    return 202, {"status": "running"}
+    return Status(202, {"status": "running"})
 
 
 @api.post("/conversations/{conversation_id}/pause", response={200: dict, **ERRORS})
 def conversation_pause(request: HttpRequest, conversation_id: str):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
     services.conversation_pause(conversation_id=conversation.pk, by=request.user)
-    return 200, {"status": "paused"}
+    return Status(200, {"status": "paused"})

@@ -16,6 +16,7 @@ from conversations.events import (
     KNOWN_TYPES,
     ActionEvent,
     AnyEvent,
+    RunFinishedEvent,
     Status,
     StatusChangeEvent,
     UnknownEvent,
@@ -47,6 +48,8 @@ class EventRow:
     """Tool arguments that are not a JSON object, verbatim."""
     details: str = ""
     """Pretty JSON of an unknown event's fields."""
+    status_label: str = ""
+    """Human words for the status a status.changed or run.finished event names."""
 
 
 def status_label(status: str) -> str:
@@ -82,7 +85,11 @@ def event_row(seq: int, event: AnyEvent) -> EventRow:
     if isinstance(event, ActionEvent):
         parsed, arguments = _arguments(event.arguments)
         command = None
-        if parsed is not None and event.tool == "terminal" and isinstance(parsed.get("command"), str):
+        if (
+            parsed is not None
+            and event.tool == "terminal"
+            and isinstance(parsed.get("command"), str)
+        ):
             command = parsed["command"]
             arguments = [a for a in arguments if a.name != "command"]
         return EventRow(
@@ -93,6 +100,8 @@ def event_row(seq: int, event: AnyEvent) -> EventRow:
             arguments=arguments,
             raw_arguments=event.arguments if parsed is None else None,
         )
+    if isinstance(event, StatusChangeEvent | RunFinishedEvent):
+        return EventRow(seq=seq, event=event, kind=kind, status_label=status_label(event.status))
     return EventRow(seq=seq, event=event, kind=kind)
 
 

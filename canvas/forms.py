@@ -27,7 +27,9 @@ class ConversationCreateForm(forms.Form):
     workspace = forms.CharField(
         max_length=1000,
         required=False,
-        widget=forms.TextInput(attrs={"placeholder": "optional: a folder under the workspaces root"}),
+        widget=forms.TextInput(
+            attrs={"placeholder": "optional: a folder under the workspaces root"}
+        ),
     )
 
     def __init__(self, *args, **kwargs) -> None:

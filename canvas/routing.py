@@ -1,11 +1,16 @@
 from django.urls import path
 
-from . import consumers
+from . import consumers, ui_consumers
 
 websocket_urlpatterns = [
     path(
         "ws/conversations/<str:conversation_id>/events",
         consumers.EventStreamConsumer.as_asgi(),
         name="ws-conversation-events",
+    ),
+    path(
+        "ws/ui/conversations/<str:conversation_id>/",
+        ui_consumers.ConversationPageConsumer.as_asgi(),
+        name="ws-ui-conversation",
     ),
 ]

@@ -130,7 +130,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": {"message": "body is not JSON", "type": "invalid_json"}})
             return
         fake = self.server.fake
-        outcome = fake._next_outcome(request, dict(self.headers.items()), self.path)
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        outcome = fake._next_outcome(request, headers, self.path)
         if outcome.delay and fake._closing.wait(outcome.delay):
             return  # shutting down: drop the request instead of holding the server open
         status, body = fake._render(outcome, request)
@@ -180,6 +181,7 @@ class FakeOpenAI:
         self.requests: list[dict[str, Any]] = []
         """Request bodies in arrival order."""
         self.request_headers: list[dict[str, str]] = []
+        """Request headers, names lower-cased, plus ":path"."""
         self._queue: deque[Outcome] = deque()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)

@@ -71,7 +71,7 @@ def test_tool_call_response_becomes_llm_response(fake):
     assert body["model"] == "fake-model"
     assert body["messages"] == MESSAGES
     assert body["tools"][0]["function"]["name"] == "think"
-    assert fake.request_headers[0]["Authorization"] == "Bearer dummy-key"
+    assert fake.request_headers[0]["authorization"] == "Bearer dummy-key"
 
 
 def test_rate_limit_then_server_error_are_retried(fake):

@@ -1,0 +1,84 @@
+"""The conversation page's live feed: rendered HTML fragments for the htmx ws extension.
+
+Protocol: the page is server-rendered with every event up to some seq N. After the socket
+opens (and after every reconnect) the page sends `{"resume": N}` with the last seq it shows;
+the consumer then sends each later event once and in order, as a fragment that appends the
+row to `#events` out of band, plus header updates (status badge, pause button, stats). Nothing
+is sent before the first resume, so a reconnecting page never gets a gap or a duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.template.loader import render_to_string
+
+from conversations.errors import NotFound
+
+from .access import Action, aconversation_for
+from .consumers import CLOSE_NOT_FOUND, EventRelayConsumer
+from .event_rows import event_row_from_record
+
+CLOSE_BAD_REQUEST = 4400
+FRAGMENTS = "canvas/conversation_detail.html"
+
+
+def _wants_header_refresh(record: dict[str, Any]) -> bool:
+    return record.get("type") == "status.changed" or bool(record.get("usage"))
+
+
+class ConversationPageConsumer(EventRelayConsumer):
+    """/ws/ui/conversations/{id}/ — HTML fragments, resumed by the page's last seq."""
+
+    can_act = False
+
+    async def connect(self) -> None:
+        if not await self.authorize():
+            return
+        self.can_act = await self._allowed(Action.ACT)
+        await self.accept()
+        # Subscribe now; hints are ignored (last_seq is None) until the page says where it is.
+        await self.channel_layer.group_add(self.group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        try:
+            resume = json.loads(text_data or "")["resume"]
+            if isinstance(resume, bool) or not isinstance(resume, int) or resume < 0:
+                raise ValueError(resume)
+        except (ValueError, TypeError, KeyError):
+            await self.close(code=CLOSE_BAD_REQUEST)
+            return
+        self.last_seq = resume
+        await self.catch_up()
+
+    async def send_records(self, records: list[dict[str, Any]]) -> None:
+        context = {"conversation_id": self.conversation_id, "can_act": self.can_act, "oob": True}
+        for record in records:
+            row = event_row_from_record(record)
+            if row.kind == "status-changed":
+                status = row.event.status.value  # type: ignore[union-attr]
+                context |= {"status": status, "status_label": row.status_label}
+            await self.send(
+                text_data=render_to_string(f"{FRAGMENTS}#event-frame", {**context, "row": row})
+            )
+        if any(_wants_header_refresh(r) for r in records):
+            await self._send_stats(context)
+
+    async def _send_stats(self, context: dict[str, Any]) -> None:
+        try:
+            conversation = await aconversation_for(
+                self.scope.get("user"), self.conversation_id, Action.VIEW
+            )
+        except NotFound:  # access was withdrawn while the page was open
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        html = render_to_string(f"{FRAGMENTS}#stats", {**context, "conversation": conversation})
+        await self.send(text_data=html)
+
+    async def _allowed(self, action: Action) -> bool:
+        try:
+            await aconversation_for(self.scope.get("user"), self.conversation_id, action)
+        except NotFound:
+            return False
+        return True
