@@ -1,10 +1,17 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.http import JsonResponse
+from django.urls import include, path, re_path
 
 from .api import api
+
+
+def api_not_found(request, rest: str = "") -> JsonResponse:
+    return JsonResponse({"error": "not_found", "detail": "no such API route."}, status=404)
+
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
+    re_path(r"^api/(?P<rest>.*)$", api_not_found),
     path("", include("canvas.ui_urls")),
 ]

@@ -61,8 +61,8 @@ class _Publisher:
             group, message = await queue.get()
             try:
                 await layer.group_send(group, message)
-            except Exception:  # a lost hint is recovered by the consumer's catch-up read
-                logger.warning("channel layer publish failed for %s", group, exc_info=True)
+            except Exception as exc:  # a lost hint is recovered by the consumer's catch-up read
+                logger.warning("channel layer publish failed for %s: %r", group, exc)
 
     def publish(self, group: str, message: dict[str, Any]) -> None:
         loop, queue = self._ensure_started()

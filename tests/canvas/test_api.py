@@ -133,3 +133,9 @@ def test_other_users_conversations_are_404_and_unchanged(api, other_user, dispat
 def test_openapi_schema_is_served(api):
     schema = api.get("/api/openapi.json").json()
     assert "/api/conversations/{conversation_id}/events" in schema["paths"]
+
+
+def test_unknown_api_routes_answer_json_404(api):
+    response = api.get("/api/no/such/route")
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
