@@ -3,7 +3,7 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import celeryd_after_setup, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "canvas.settings")
 
@@ -20,3 +20,12 @@ def _announce_ready(**_: object) -> None:
     if ready_file:
         with open(ready_file, "w") as handle:
             handle.write(str(os.getpid()))
+
+
+@celeryd_after_setup.connect
+def _consume_host_queue(sender: str, instance, **_: object) -> None:
+    # Conversations with a local workspace are pinned to the host that holds it; every worker
+    # also listens on its host's queue (see orchestration.dispatch.slice_queue).
+    from django.conf import settings
+
+    instance.app.amqp.queues.select_add(f"host.{settings.CANVAS_WORKER_HOST}")

@@ -8,6 +8,8 @@ client's history was being replayed.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -19,10 +21,14 @@ from django.http.request import split_domain_port, validate_host
 from conversations import store
 from conversations.broadcast import conversation_group
 from conversations.errors import NotFound
+from conversations.models import Conversation
 
 from .access import Action, aconversation_for
 
 CATCH_UP_PAGE = 500
+SAFETY_POLL_SECONDS = 5.0
+"""How often an idle socket checks the log itself, in case the hint for the last event of a
+burst was lost (the channel layer is at-most-once)."""
 CLOSE_NOT_FOUND = 4404
 CLOSE_FORBIDDEN_ORIGIN = 4403
 
@@ -52,6 +58,14 @@ class EventRelayConsumer(AsyncWebsocketConsumer):
 
     last_seq: int | None = None
     conversation_id: str
+    _poller: asyncio.Task | None = None
+
+    @property
+    def _relay_lock(self) -> asyncio.Lock:
+        # Hints and the safety poll both forward records; one at a time keeps seqs in order.
+        if not hasattr(self, "_lock"):
+            self._lock = asyncio.Lock()
+        return self._lock
 
     async def authorize(self) -> bool:
         if not origin_allowed(self.scope):
@@ -70,10 +84,34 @@ class EventRelayConsumer(AsyncWebsocketConsumer):
         return True
 
     async def disconnect(self, code: int) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
+    def start_safety_poll(self) -> None:
+        if self._poller is None:
+            self._poller = asyncio.create_task(self._safety_poll())
+
+    async def _safety_poll(self) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            while True:
+                await asyncio.sleep(SAFETY_POLL_SECONDS)
+                if self.last_seq is None:
+                    continue
+                last = await (
+                    Conversation.objects.filter(pk=self.conversation_id)
+                    .values_list("last_seq", flat=True)
+                    .afirst()
+                )
+                if last is not None and last > self.last_seq:
+                    await self.catch_up()
+
     async def catch_up(self) -> None:
+        async with self._relay_lock:
+            await self._catch_up_locked()
+
+    async def _catch_up_locked(self) -> None:
         assert self.last_seq is not None
         while True:
             page = await store.aload(
@@ -88,19 +126,21 @@ class EventRelayConsumer(AsyncWebsocketConsumer):
         """A hint from the channel layer: forward inline records, or read the gap."""
         if self.last_seq is None:
             return
-        records = message.get("records")
-        if records and records[0]["seq"] <= self.last_seq + 1:
-            await self._forward(records)
-        elif message.get("last_seq", 0) > self.last_seq:
-            await self.catch_up()
+        async with self._relay_lock:
+            records = message.get("records")
+            if records and records[0]["seq"] <= self.last_seq + 1:
+                await self._forward(records)
+            elif message.get("last_seq", 0) > self.last_seq:
+                await self._catch_up_locked()
 
     async def _forward(self, records: list[dict[str, Any]]) -> None:
+        """Send records after last_seq; call with the relay lock held."""
         assert self.last_seq is not None
         fresh = [r for r in records if r["seq"] > self.last_seq]
         if not fresh:
             return
         if fresh[0]["seq"] != self.last_seq + 1:  # a gap: the log fills it, in order
-            await self.catch_up()
+            await self._catch_up_locked()
             return
         await self.send_records(fresh)
         self.last_seq = fresh[-1]["seq"]
@@ -125,6 +165,7 @@ class EventStreamConsumer(EventRelayConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
         self.last_seq = after_seq
         await self.catch_up()
+        self.start_safety_poll()
 
     async def send_records(self, records: list[dict[str, Any]]) -> None:
         for record in records:

@@ -51,6 +51,7 @@ class EmbeddedWorker:
             without_mingle=True,
             without_gossip=True,
             loglevel="WARNING",
+            queues=[app.conf.task_default_queue, f"host.{settings.CANVAS_WORKER_HOST}"],
         )
         worker_thread = threading.Thread(
             target=self._worker.start, name="embedded-celery", daemon=True

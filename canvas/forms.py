@@ -28,7 +28,7 @@ class ConversationCreateForm(forms.Form):
         max_length=1000,
         required=False,
         widget=forms.TextInput(
-            attrs={"placeholder": "optional: a folder under the workspaces root"}
+            attrs={"placeholder": "a folder under the workspaces root; a new one if empty"}
         ),
     )
 

@@ -6,6 +6,7 @@ Setting them gives production: Postgres holds the log, Redis carries tasks and f
 """
 
 import os
+import socket
 from pathlib import Path
 
 import dj_database_url
@@ -136,6 +137,10 @@ CANVAS_MAX_ITERATIONS = int(os.environ.get("CANVAS_MAX_ITERATIONS", "100"))
 CANVAS_LLM_NUM_RETRIES = int(os.environ.get("CANVAS_LLM_NUM_RETRIES", "3"))
 CANVAS_LLM_TIMEOUT = float(os.environ.get("CANVAS_LLM_TIMEOUT", "120"))
 CANVAS_DEFAULT_MODEL = os.environ.get("CANVAS_DEFAULT_MODEL", "demo")
+# Local workspaces live on one machine's disk, so a conversation's slices go to the queue of the
+# host that ran its first slice. Turn off when workspaces sit on storage every worker mounts.
+CANVAS_WORKER_HOST = os.environ.get("CANVAS_WORKER_HOST") or socket.gethostname()
+CANVAS_PIN_TO_HOST = _env_bool("CANVAS_PIN_TO_HOST", True)
 
 CELERY_BEAT_SCHEDULE = {
     "sweep-stalled-runs": {
@@ -158,7 +163,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "static"))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 # Serve app static files straight from their folders: no collectstatic step for `make up`.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG

@@ -51,6 +51,7 @@ class ConversationPageConsumer(EventRelayConsumer):
             return
         self.last_seq = resume
         await self.catch_up()
+        self.start_safety_poll()
 
     async def send_records(self, records: list[dict[str, Any]]) -> None:
         context = {"conversation_id": self.conversation_id, "can_act": self.can_act, "oob": True}

@@ -15,6 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
 from conversations import store
@@ -62,6 +63,7 @@ def _list_context(request: HttpRequest) -> dict[str, Any]:
 
 @login_required
 @require_GET
+@vary_on_headers("HX-Request")  # the same URL answers a page or, when polled, just the rows
 def conversation_list(request: HttpRequest) -> HttpResponse:
     template = LIST_TEMPLATE
     context = _list_context(request)
@@ -100,6 +102,7 @@ def conversation_new(request: HttpRequest) -> HttpResponse:
 def conversation_detail(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
     conversation = _conversation_or_404(request, conversation_id, Action.VIEW)
     rows = [event_row(e.seq, e.event) for e in store.load(conversation.pk)]
+    conversation.refresh_from_db()  # stats at least as new as the events shown
     status = last_status(rows, conversation.status)
     context = _header_context(conversation, status=status, can_act=_can_act(request, conversation))
     context |= {"rows": rows, "message_form": MessageForm()}

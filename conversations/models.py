@@ -45,6 +45,12 @@ class Conversation(models.Model):
         help_text="Id of the one task slice allowed to run next; other deliveries are no-ops.",
     )
     lease_token = models.CharField(max_length=64, null=True, blank=True)
+    worker_host = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        help_text="Host holding the local workspace; its queue gets the conversation's slices.",
+    )
     lease_expires_at = models.DateTimeField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)

@@ -32,7 +32,7 @@ from conversations.view import unanswered_actions
 from workspaces.local import workspace_for
 
 from .agent import AgentConfig
-from .dispatch import enqueue_slice_on_commit, new_slice_id
+from .dispatch import enqueue_slice_on_commit, new_slice_id, send_slice
 from .history import History, history_refresh
 from .llm import LiteLLMClient, LLMClient, LLMError
 from .loop import events_from_response, execute_action, interrupted_observation
@@ -51,24 +51,35 @@ def lease_claim(conversation_id: str, slice_id: str) -> str | float | None:
     """Claim the run for this slice.
 
     Returns the lease token when claimed; the seconds to wait when this slice is current but
-    another runner still holds a live lease (a redelivery racing its original); None when the
-    slice is stale or the conversation is not running (nothing to do).
+    another runner still holds a live lease (a redelivery racing its original); None when
+    there is nothing to do here: the slice is stale, the conversation is not running, or it
+    is pinned to another host (the slice is forwarded to that host's queue).
     """
     now = timezone.now()
+    row = (
+        Conversation.objects.filter(pk=conversation_id)
+        .values("run_slice", "status", "lease_token", "lease_expires_at", "worker_host")
+        .first()
+    )
+    if row is None or row["run_slice"] != slice_id or row["status"] != Status.RUNNING:
+        return None
+    here = settings.CANVAS_WORKER_HOST
+    if settings.CANVAS_PIN_TO_HOST and row["worker_host"] and row["worker_host"] != here:
+        send_slice(conversation_id, slice_id, worker_host=row["worker_host"])
+        return None
     token = uuid.uuid4().hex
     claimed = (
         Conversation.objects.filter(pk=conversation_id, run_slice=slice_id, status=Status.RUNNING)
         .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lt=now))
-        .update(lease_token=token, lease_expires_at=now + _lease_ttl())
+        .update(
+            lease_token=token,
+            lease_expires_at=now + _lease_ttl(),
+            worker_host=row["worker_host"] or (here if settings.CANVAS_PIN_TO_HOST else ""),
+        )
     )
     if claimed:
         return token
-    row = (
-        Conversation.objects.filter(pk=conversation_id)
-        .values("run_slice", "status", "lease_expires_at")
-        .first()
-    )
-    if row and row["run_slice"] == slice_id and row["status"] == Status.RUNNING:
+    if row["lease_expires_at"] is not None and row["lease_expires_at"] >= now:
         return max(0.5, (row["lease_expires_at"] - now).total_seconds() + 0.1)
     return None
 
@@ -199,14 +210,14 @@ def _release(conversation_id: str, token: str) -> None:
         row = (
             Conversation.objects.select_for_update()
             .filter(pk=conversation_id, lease_token=token)
-            .only("id", "status", "run_slice")
+            .only("id", "status", "run_slice", "worker_host")
             .first()
         )
         if row is None:
             return
         if row.status == Status.RUNNING:
             row.run_slice = new_slice_id()
-            enqueue_slice_on_commit(row.pk, row.run_slice)
+            enqueue_slice_on_commit(row.pk, row.run_slice, worker_host=row.worker_host)
         else:
             row.run_slice = None
         row.lease_token = None
@@ -278,6 +289,6 @@ def sweep_runs() -> int:
             row.lease_token = None
             row.lease_expires_at = None
             row.save(update_fields=["run_slice", "lease_token", "lease_expires_at", "updated_at"])
-            enqueue_slice_on_commit(row.pk, row.run_slice)
+            enqueue_slice_on_commit(row.pk, row.run_slice, worker_host=row.worker_host)
             count += 1
     return count

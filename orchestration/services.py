@@ -58,7 +58,9 @@ def _check_text(text: str) -> str:
 def _start_run(conversation: Conversation, previous: Status, trigger: str) -> list:
     conversation.run_slice = new_slice_id()
     conversation.save(update_fields=["run_slice", "updated_at"])
-    enqueue_slice_on_commit(conversation.pk, conversation.run_slice)
+    enqueue_slice_on_commit(
+        conversation.pk, conversation.run_slice, worker_host=conversation.worker_host
+    )
     return [
         RunStartedEvent(trigger=trigger),
         StatusChangeEvent(status=Status.RUNNING, previous=previous, reason=f"run by {trigger}"),

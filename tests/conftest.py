@@ -47,7 +47,7 @@ def dispatched(monkeypatch) -> list[tuple[str, str]]:
     """Capture slice enqueues instead of sending them, for tests that drive slices by hand."""
     sent: list[tuple[str, str]] = []
 
-    def capture(conversation_id, slice_id) -> None:
+    def capture(conversation_id, slice_id, **_routing) -> None:
         sent.append((str(conversation_id), slice_id))
 
     import orchestration.runner

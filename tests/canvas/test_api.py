@@ -105,9 +105,10 @@ def test_auth_is_required_and_bad_tokens_are_401(db, user):
     token, raw = api_token_create(user=user)
     token.revoked_at = token.created_at
     token.save()
-    assert Client(headers={"Authorization": f"Bearer {raw}"}).get(
-        "/api/conversations"
-    ).status_code == 401
+    assert (
+        Client(headers={"Authorization": f"Bearer {raw}"}).get("/api/conversations").status_code
+        == 401
+    )
 
 
 def test_session_auth_works_for_the_browser(client, user, dispatched):

@@ -102,3 +102,19 @@ async def test_refuses_anonymous_foreign_origin_and_other_users(user, other_user
     assert connected
     assert (await receive_all(communicator, 1))[0]["text"] == "m1"
     await communicator.disconnect()
+
+
+async def test_a_lost_hint_is_recovered_by_the_safety_poll(user, api_token, monkeypatch):
+    import canvas.consumers
+    from conversations import broadcast
+
+    monkeypatch.setattr(canvas.consumers, "SAFETY_POLL_SECONDS", 0.2)
+    conversation = await database_sync_to_async(make_conversation)(user, 1)
+    url = f"/ws/conversations/{conversation.pk}/events?after_seq=1"
+    communicator = WebsocketCommunicator(application, url, headers=token_headers(api_token))
+    assert (await communicator.connect())[0]
+    monkeypatch.setattr(broadcast, "publish_events", lambda *a, **k: None)  # the hint is lost
+    await database_sync_to_async(store.append)(conversation.pk, [UserMessageEvent(text="late")])
+    (event,) = await receive_all(communicator, 1)
+    assert (event["seq"], event["text"]) == (2, "late")
+    await communicator.disconnect()

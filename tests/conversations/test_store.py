@@ -93,9 +93,12 @@ def test_database_refuses_update_and_delete_of_events(conversation):
         "UPDATE conversations_conversationevent SET type = 'x'",
         "DELETE FROM conversations_conversationevent",
     ):
-        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute(sql)
+        with (
+            pytest.raises(DatabaseError, match="append-only"),
+            transaction.atomic(),
+            connection.cursor() as cursor,
+        ):
+            cursor.execute(sql)
     assert store.load(conversation.pk)[0].event.text == "keep me"
 
 

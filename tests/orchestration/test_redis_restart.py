@@ -73,9 +73,11 @@ def run_to_finish(broker: Celery, dispatched: list, text: str) -> None:
 
 
 @pytest.mark.timeout(180)
-def test_worker_consumes_again_after_redis_restarts(start_worker, private_redis, dispatched, tmp_path):
+def test_worker_consumes_again_after_redis_restarts(
+    start_worker, private_redis, dispatched, tmp_path
+):
     url = f"redis://127.0.0.1:{private_redis.port}/0"
-    broker = Celery("restart-test", broker=url)
+    broker = Celery("restart-test", broker=url, set_as_current=False)
     start_worker(extra_env={"REDIS_URL": url})
     run_to_finish(broker, dispatched, "before the restart")
 

@@ -153,7 +153,7 @@ def test_sweeper_reenqueues_a_run_whose_runner_died(dispatched):
         lease_expires_at=timezone.now() - timedelta(seconds=5)
     )
     assert sweep_runs() == 1
-    (_, new_slice), = dispatched
+    ((_, new_slice),) = dispatched
     assert new_slice != old_slice
     assert run_slice(conversation_id, old_slice) is None  # the dead runner's slice is void
     drive(dispatched)

@@ -103,7 +103,7 @@ def test_duplicate_task_delivery_runs_each_step_once(start_worker, dispatched, t
         model="scripted",
         prompt=script(*[{"tool": "terminal", "args": {"command": f"echo x >> {counter}"}}] * 3),
     )
-    (conversation_id, slice_id), = dispatched
+    ((conversation_id, slice_id),) = dispatched
     start_worker()
     for _ in range(3):  # the broker delivers the same message several times
         current_app.send_task(RUN_SLICE_TASK, args=[conversation_id, slice_id])
@@ -112,3 +112,28 @@ def test_duplicate_task_delivery_runs_each_step_once(start_worker, dispatched, t
     assert counter.read_text().splitlines() == ["x", "x", "x"]
     kinds = [s.event.type for s in store.load(conversation.pk)]
     assert kinds.count("run.finished") == 1
+
+
+def test_a_conversation_stays_on_the_host_that_holds_its_workspace(start_worker):
+    one_step = {"CANVAS_SLICE_STEPS": "1"}
+    alpha = start_worker(extra_env={**one_step, "CANVAS_WORKER_HOST": "alpha"})
+    conversation = services.conversation_create(
+        owner=None,
+        model="scripted",
+        prompt=script(*[{"tool": "terminal", "args": {"command": "sleep 0.5"}}] * 4),
+    )
+    wait_for(
+        lambda: Conversation.objects.get(pk=conversation.pk).worker_host == "alpha",
+        30, message="the first slice to pin the conversation",
+    )  # fmt: skip
+    start_worker(extra_env={**one_step, "CANVAS_WORKER_HOST": "beta"})
+    alpha.stop()  # warm shutdown: the slice in flight completes and enqueues to host.alpha
+    stalled_at = Conversation.objects.get(pk=conversation.pk).last_seq
+    time.sleep(3)
+    assert Conversation.objects.get(pk=conversation.pk).last_seq == stalled_at
+    assert status_of(conversation) == "running"  # beta never touched alpha's workspace
+
+    start_worker(extra_env={**one_step, "CANVAS_WORKER_HOST": "alpha"})
+    wait_for(lambda: status_of(conversation) == "finished", 60, message="alpha to finish it")
+    kinds = [s.event.type for s in store.load(conversation.pk)]
+    assert kinds.count("tool.result") == 5 and "agent.error" not in kinds
