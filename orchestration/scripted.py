@@ -20,6 +20,11 @@ NOT_A_SCRIPT = (
     "and I will play it turn by turn."
 )
 
+DEMO_DONE = (
+    "I am the built-in demo model and only know the one walkthrough you just saw. "
+    "Start a conversation with a real model profile to keep working on this."
+)
+
 _DEMO_BUGGY = '''"""FizzBuzz, written by the demo agent."""
 
 
@@ -106,6 +111,8 @@ def next_turn(model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
     played = sum(1 for m in messages if m.get("role") == "assistant")
     if played < len(script):
         return script[played]
+    if model.endswith("demo"):
+        return {"say": DEMO_DONE}
     return {"tool": "finish", "args": {"message": "The script is finished."}}
 
 

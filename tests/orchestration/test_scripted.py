@@ -1,0 +1,75 @@
+"""The scripted and demo models, called through LiteLLM's own completion path."""
+
+import json
+
+import litellm
+import pytest
+
+from orchestration.llm import LiteLLMClient
+from orchestration.profiles import BUILTIN_PROFILES
+from orchestration.scripted import DEMO_DONE, NOT_A_SCRIPT
+
+
+def ask(model: str, messages: list[dict]):
+    return LiteLLMClient(BUILTIN_PROFILES[model]).complete(messages, tools=[])
+
+
+def user(text: str) -> dict:
+    return {"role": "user", "content": text}
+
+
+def script(*turns) -> str:
+    return json.dumps({"script": list(turns)})
+
+
+def test_registered_as_a_litellm_custom_provider():
+    response = litellm.completion(
+        model="canvas/scripted", messages=[user(script({"say": "hello"}))]
+    )
+    assert response.choices[0].message.content == "hello"
+    assert response.usage.prompt_tokens > 0
+
+
+def test_plays_one_turn_per_assistant_message():
+    prompt = script(
+        {"tool": "think", "args": {"thought": "a"}},
+        {"tools": [{"tool": "terminal", "args": {"command": "ls"}},
+                   {"tool": "think", "args": {"thought": "b"}}]},
+        {"say": "done"},
+    )  # fmt: skip
+    history = [user(prompt)]
+    first = ask("scripted", history)
+    assert [(c.name, json.loads(c.arguments)) for c in first.tool_calls] == [
+        ("think", {"thought": "a"})
+    ]
+    history.append({"role": "assistant", "content": None, "tool_calls": []})
+    second = ask("scripted", history)
+    assert [c.name for c in second.tool_calls] == ["terminal", "think"]
+    assert len({c.id for c in second.tool_calls}) == 2
+    history.append({"role": "assistant", "content": None, "tool_calls": []})
+    third = ask("scripted", history)
+    assert third.tool_calls == [] and third.content == "done"
+    history.append({"role": "assistant", "content": "done"})
+    assert [c.name for c in ask("scripted", history).tool_calls] == ["finish"]
+
+
+def test_arguments_pass_through_verbatim_even_when_invalid():
+    response = ask("scripted", [user(script({"tool": "terminal", "args": "{not json"}))])
+    assert response.tool_calls[0].arguments == "{not json"
+
+
+@pytest.mark.parametrize("text", ["hello", "[1, 2]", '{"no_script": 1}', ""])
+def test_a_message_that_is_not_a_script_gets_a_plain_answer(text):
+    response = ask("scripted", [user(text)])
+    assert response.tool_calls == [] and response.content == NOT_A_SCRIPT
+
+
+def test_demo_walks_through_its_script_then_says_it_is_done():
+    history = [user("anything")]
+    names = []
+    for _ in range(6):
+        response = ask("demo", history)
+        names.append(response.tool_calls[0].name)
+        history.append({"role": "assistant", "content": None})
+    assert names == ["terminal", "file_editor", "terminal", "file_editor", "terminal", "finish"]
+    assert ask("demo", history).content == DEMO_DONE
