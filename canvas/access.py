@@ -1,51 +1,57 @@
-"""The one place that decides who may see or act on a conversation.
+"""Object lookups that go through the one permission helper (teams.permissions).
 
-Every page, htmx endpoint, API route and websocket asks here. Anything a user may not see
-answers exactly like something that does not exist (404), so ids leak nothing.
+Every page, htmx endpoint, API route and websocket fetches conversations here. An object in a
+team the user is not in answers exactly like one that does not exist (NotFound → 404); a team
+member whose role is too weak gets Forbidden (403).
 """
 
 from __future__ import annotations
 
 import uuid
-from enum import StrEnum
 
 from django.db.models import QuerySet
 
-from conversations.errors import NotFound
+from common.errors import Forbidden, NotFound
 from conversations.models import Conversation
+from teams.permissions import Action, ateam_role, role_allows, team_role
+
+__all__ = ["Action", "aconversation_for", "conversation_for", "conversations_visible_to"]
 
 
-class Action(StrEnum):
-    VIEW = "view"
-    ACT = "act"
-
-
-def conversations_visible_to(user) -> QuerySet[Conversation]:
-    if not getattr(user, "is_authenticated", False):
+def conversations_visible_to(user, team_id: int | None = None) -> QuerySet[Conversation]:
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
         return Conversation.objects.none()
-    if user.is_superuser:
-        return Conversation.objects.all()
-    return Conversation.objects.filter(owner=user)
+    rows = Conversation.objects.all()
+    if not user.is_superuser:
+        rows = rows.filter(team__memberships__user=user)
+    if team_id is not None:
+        rows = rows.filter(team_id=team_id)
+    return rows
+
+
+def _pk(conversation_id: uuid.UUID | str) -> uuid.UUID:
+    try:
+        return uuid.UUID(str(conversation_id))
+    except ValueError:
+        raise NotFound("no such conversation.") from None
+
+
+def _decide(conversation: Conversation | None, role: str | None, action: Action) -> Conversation:
+    if conversation is None or role is None:
+        raise NotFound("no such conversation.")
+    if not role_allows(role, action):
+        raise Forbidden(f"your role in this team ({role}) does not allow this.")
+    return conversation
 
 
 def conversation_for(user, conversation_id: uuid.UUID | str, action: Action) -> Conversation:
-    """The conversation if `user` may perform `action` on it; NotFound otherwise."""
-    try:
-        pk = uuid.UUID(str(conversation_id))
-    except ValueError:
-        raise NotFound("no such conversation.") from None
-    conversation = conversations_visible_to(user).filter(pk=pk).first()
-    if conversation is None:
-        raise NotFound("no such conversation.")
-    return conversation
+    """The conversation if `user` may perform `action` on it."""
+    conversation = Conversation.objects.filter(pk=_pk(conversation_id)).first()
+    role = team_role(user, conversation.team_id) if conversation else None
+    return _decide(conversation, role, action)
 
 
 async def aconversation_for(user, conversation_id: uuid.UUID | str, action: Action) -> Conversation:
-    try:
-        pk = uuid.UUID(str(conversation_id))
-    except ValueError:
-        raise NotFound("no such conversation.") from None
-    conversation = await conversations_visible_to(user).filter(pk=pk).afirst()
-    if conversation is None:
-        raise NotFound("no such conversation.")
-    return conversation
+    conversation = await Conversation.objects.filter(pk=_pk(conversation_id)).afirst()
+    role = await ateam_role(user, conversation.team_id) if conversation else None
+    return _decide(conversation, role, action)

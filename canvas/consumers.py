@@ -18,9 +18,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
+from common.errors import NotFound
 from conversations import store
 from conversations.broadcast import conversation_group
-from conversations.errors import NotFound
 from conversations.models import Conversation
 
 from .access import Action, aconversation_for

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.template.loader import render_to_string
 
-from conversations.errors import NotFound
+from common.errors import NotFound
 
 from .access import Action, aconversation_for
 from .consumers import CLOSE_NOT_FOUND, EventRelayConsumer

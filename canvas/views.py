@@ -18,8 +18,8 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
+from common.errors import NotFound, ServiceError
 from conversations import store
-from conversations.errors import NotFound, ServiceError
 from conversations.models import Conversation
 from orchestration import services
 

@@ -21,6 +21,7 @@ class Conversation(models.Model):
         on_delete=models.SET_NULL,
         related_name="conversations",
     )
+    team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="conversations")
     title = models.CharField(max_length=200, blank=True)
     status = models.CharField(
         max_length=32,

@@ -10,8 +10,8 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
+from common.errors import Conflict, Forbidden, InvalidInput
 from conversations import store
-from conversations.errors import Conflict, InvalidInput
 from conversations.events import (
     RunFinishedEvent,
     RunStartedEvent,
@@ -22,6 +22,10 @@ from conversations.events import (
 )
 from conversations.models import Conversation
 from conversations.selectors import latest_run_id
+from teams.audit import audit_record
+from teams.models import Team
+from teams.permissions import Action, role_allows, team_role
+from teams.services import team_ensure_personal, team_get_for
 
 from .agent import AgentConfig
 from .dispatch import enqueue_slice_on_commit, new_slice_id
@@ -67,10 +71,35 @@ def _start_run(conversation: Conversation, previous: Status, trigger: str) -> li
     ]
 
 
+LOCAL_TEAM = "Local"
+"""Team of conversations started from the command line without a user."""
+
+
+def _team_for(owner: AbstractBaseUser | None, team: Team | int | str | None) -> Team:
+    if owner is None:  # trusted callers: the CLI, automations
+        if isinstance(team, Team):
+            return team
+        if team is not None:
+            found = Team.objects.filter(pk=team).first()
+            if found is None:
+                raise InvalidInput(f"no team {team!r}.")
+            return found
+        return Team.objects.get_or_create(name=LOCAL_TEAM)[0]
+    chosen = (
+        team_get_for(owner, team.pk if isinstance(team, Team) else team, Action.ACT)
+        if team is not None
+        else team_ensure_personal(owner)
+    )
+    if not role_allows(team_role(owner, chosen.pk), Action.ACT):
+        raise Forbidden("viewers cannot start conversations.")
+    return chosen
+
+
 def conversation_create(
     *,
     owner: AbstractBaseUser | None,
     prompt: str,
+    team: Team | int | str | None = None,
     model: str,
     workspace: str | None = None,
     title: str | None = None,
@@ -86,7 +115,9 @@ def conversation_create(
     config = AgentConfig(
         model=model, max_iterations=max_iterations or settings.CANVAS_MAX_ITERATIONS
     )
-    conversation = Conversation(owner=owner, model=model, agent_config=config.model_dump())
+    conversation = Conversation(
+        owner=owner, team=_team_for(owner, team), model=model, agent_config=config.model_dump()
+    )
     conversation.title = (title or prompt.strip().splitlines()[0])[:200]
     conversation.workspace_path = str(
         _workspace_path(
@@ -103,6 +134,10 @@ def conversation_create(
         events = [system, UserMessageEvent(text=prompt, sender=sender)]
         events += _start_run(conversation, Status.IDLE, sender or "api")
         store.append(conversation.pk, events)
+        audit_record(
+            actor=owner, kind="conversation.created", team=conversation.team,
+            target=str(conversation.pk), data={"model": model},
+        )  # fmt: skip
     conversation.refresh_from_db()
     return conversation
 

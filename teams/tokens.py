@@ -9,6 +9,9 @@ from datetime import datetime, timedelta
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
+from common.errors import InvalidInput, NotFound
+
+from .audit import audit_record
 from .models import ApiToken
 
 TOKEN_PREFIX = "cnv_"
@@ -23,11 +26,29 @@ def api_token_create(
     *, user: AbstractBaseUser, name: str = "default", expires_at: datetime | None = None
 ) -> tuple[ApiToken, str]:
     """Create a token; returns the row and the plain token, which is never stored."""
+    name = (name or "").strip()[:100]
+    if not name:
+        raise InvalidInput("a token needs a name.")
+    if expires_at is not None and expires_at <= timezone.now():
+        raise InvalidInput("the expiry must be in the future.")
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         user=user, name=name, prefix=raw[:12], key_hash=_hash(raw), expires_at=expires_at
     )
+    audit_record(actor=user, kind="token.created", target=f"{name} ({token.prefix}…)")
     return token, raw
+
+
+def api_token_revoke(*, user: AbstractBaseUser, token_id: int) -> ApiToken:
+    """Revoke one of the user's own tokens. Revoking twice is harmless."""
+    token = ApiToken.objects.filter(user=user, pk=token_id).first()
+    if token is None:
+        raise NotFound("no such token.")
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        audit_record(actor=user, kind="token.revoked", target=f"{token.name} ({token.prefix}…)")
+    return token
 
 
 def api_token_authenticate(raw: str) -> AbstractBaseUser | None:

@@ -27,12 +27,22 @@ def _isolated_dirs(settings, tmp_path):
 
 @pytest.fixture
 def user(django_user_model):
-    return django_user_model.objects.create_user("alice", password="alice-password-1")
+    """alice, owner of her own team."""
+    from teams.services import team_create
+
+    alice = django_user_model.objects.create_user("alice", password="alice-password-1")
+    team_create(user=alice, name="alice's team")
+    return alice
 
 
 @pytest.fixture
 def other_user(django_user_model):
-    return django_user_model.objects.create_user("mallory", password="mallory-password-1")
+    """mallory, owner of another team."""
+    from teams.services import team_create
+
+    mallory = django_user_model.objects.create_user("mallory", password="mallory-password-1")
+    team_create(user=mallory, name="mallory's team")
+    return mallory
 
 
 @pytest.fixture

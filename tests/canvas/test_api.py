@@ -10,6 +10,7 @@ from conversations import store
 from conversations.events import UserMessageEvent
 from conversations.models import Conversation
 from teams.tokens import api_token_create
+from tests.factories import make_conversation
 
 pytestmark = pytest.mark.django_db
 
@@ -117,7 +118,7 @@ def test_session_auth_works_for_the_browser(client, user, dispatched):
 
 
 def test_other_users_conversations_are_404_and_unchanged(api, other_user, dispatched):
-    foreign = Conversation.objects.create(owner=other_user, model="scripted", workspace_path="/x")
+    foreign = make_conversation(other_user)
     store.append(foreign.pk, [UserMessageEvent(text="private")])
     base = f"/api/conversations/{foreign.pk}"
     assert api.get(base).status_code == 404

@@ -12,12 +12,13 @@ from canvas.asgi import application
 from conversations import store
 from conversations.events import UserMessageEvent
 from conversations.models import Conversation
+from tests.factories import make_conversation as new_conversation
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def make_conversation(owner, n: int) -> Conversation:
-    conversation = Conversation.objects.create(owner=owner, model="scripted", workspace_path="/x")
+    conversation = new_conversation(owner)
     store.append(conversation.pk, [UserMessageEvent(text=f"m{i}") for i in range(1, n + 1)])
     return conversation
 

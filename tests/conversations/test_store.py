@@ -15,11 +15,12 @@ from conversations.events import (
     UserMessageEvent,
 )
 from conversations.models import Conversation, ConversationEvent
+from tests.factories import make_conversation
 
 
 @pytest.fixture
 def conversation(db):
-    return Conversation.objects.create(model="scripted", workspace_path="/tmp/x")
+    return make_conversation()
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def test_append_assigns_consecutive_seqs_and_mirrors_the_log_onto_the_row(conver
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_appenders_get_gap_free_unique_seqs():
-    conversation = Conversation.objects.create(model="scripted", workspace_path="/tmp/x")
+    conversation = make_conversation()
     threads, per_thread, errors = 8, 40, []
 
     def appender(n: int) -> None:
@@ -104,7 +105,7 @@ def test_database_refuses_update_and_delete_of_events(conversation):
 
 @pytest.mark.django_db(transaction=True)
 def test_publishes_only_after_commit(published):
-    conversation = Conversation.objects.create(model="scripted", workspace_path="/tmp/x")
+    conversation = make_conversation()
     with transaction.atomic():
         store.append(conversation.pk, [UserMessageEvent(text="a")])
         assert published == []  # nothing leaves before the commit

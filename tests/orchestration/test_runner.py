@@ -136,7 +136,7 @@ def test_max_iterations_ends_the_run_with_a_clear_event(dispatched):
 
 
 def test_unknown_model_profile_is_refused_up_front(dispatched):
-    from conversations.errors import InvalidInput
+    from common.errors import InvalidInput
 
     with pytest.raises(InvalidInput, match="No model profile"):
         services.conversation_create(owner=None, model="no-such-model", prompt="hi")

@@ -11,8 +11,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from canvas.formatting import event_line
+from common.errors import ServiceError
 from conversations import store
-from conversations.errors import ServiceError
 from conversations.events import RunFinishedEvent, Status
 from conversations.models import Conversation
 from orchestration import services
@@ -28,6 +28,9 @@ class Command(BaseCommand):
         parser.add_argument("--model", default=settings.CANVAS_DEFAULT_MODEL)
         parser.add_argument("--workspace", default=None, help="Directory the agent works in.")
         parser.add_argument("--user", default=None, help="Owner username (default: none).")
+        parser.add_argument(
+            "--team", default=None, help="Team id (default: the user's, or the Local team)."
+        )
         parser.add_argument("--json", action="store_true", help="Print JSON lines.")
         parser.add_argument("--max-iterations", type=int, default=None)
         parser.add_argument("--timeout", type=float, default=3600.0, help="Give up after N s.")
@@ -53,6 +56,7 @@ class Command(BaseCommand):
                     workspace=options["workspace"],
                     max_iterations=options["max_iterations"],
                     unrestricted_workspace=True,
+                    team=options["team"],
                 )
             except ServiceError as exc:
                 raise CommandError(exc.detail) from exc

@@ -1,4 +1,5 @@
-"""Errors services raise; edges map them onto HTTP statuses and messages."""
+"""Errors services raise; edges map them onto HTTP statuses and messages. Shared by every
+app, so it imports nothing of theirs."""
 
 
 class ServiceError(Exception):
@@ -23,3 +24,10 @@ class NotFound(ServiceError):
 class Conflict(ServiceError):
     status = 409
     code = "conflict"
+
+
+class Forbidden(ServiceError):
+    """Visible to the user, but their role does not allow this."""
+
+    status = 403
+    code = "forbidden"

@@ -1,8 +1,4 @@
-"""The JSON API under /api/: parse, call one service, shape the answer.
-
-Errors are always JSON {error, detail} with the status that fits: 400 bad input, 401 no or
-bad credentials, 404 not found (or not yours), 409 a state conflict.
-"""
+"""Conversations: create, list, read events, message, pause, run."""
 
 from __future__ import annotations
 
@@ -10,78 +6,20 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
-from ninja import NinjaAPI, Schema, Status
-from ninja.errors import AuthenticationError, HttpError
-from ninja.errors import ValidationError as NinjaValidationError
-from ninja.security import HttpBearer, django_auth
+from django.http import HttpRequest
+from ninja import Router, Schema, Status
+from ninja.errors import HttpError
 from pydantic import Field
 
 from conversations import store
-from conversations.errors import ServiceError
 from conversations.models import Conversation
 from orchestration import services
-from teams.tokens import api_token_authenticate
 
-from .access import Action, conversation_for, conversations_visible_to
+from ..access import Action, conversation_for, conversations_visible_to
+from . import ERRORS
 
+router = Router(tags=["conversations"])
 MAX_PAGE = 1000
-ERROR_CODES = {
-    400: "invalid_input",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-}
-
-
-class BearerToken(HttpBearer):
-    def authenticate(self, request: HttpRequest, token: str):
-        user = api_token_authenticate(token)
-        if user is not None:
-            request.user = user
-        return user
-
-
-api = NinjaAPI(
-    title="Agent Canvas API",
-    version="1",
-    auth=[BearerToken(), django_auth],
-    urls_namespace="api",
-)
-
-
-def _error(request: HttpRequest, status: int, error: str, detail: Any) -> HttpResponse:
-    return api.create_response(request, {"error": error, "detail": detail}, status=status)
-
-
-@api.exception_handler(ServiceError)
-def _service_error(request: HttpRequest, exc: ServiceError) -> HttpResponse:
-    return _error(request, exc.status, exc.code, exc.detail)
-
-
-def _field(loc) -> str | None:
-    parts = [str(p) for p in loc]
-    while parts and parts[0] in {"body", "query", "path"}:  # where, not what
-        parts.pop(0)
-    return ".".join(parts) or None
-
-
-@api.exception_handler(NinjaValidationError)
-def _validation_error(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
-    detail = [{"field": _field(e.get("loc", ())), "message": e.get("msg")} for e in exc.errors]
-    return _error(request, 400, "invalid_input", detail)
-
-
-@api.exception_handler(AuthenticationError)
-def _auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    return _error(request, 401, "unauthorized", "a valid API token or session is required.")
-
-
-@api.exception_handler(HttpError)
-def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
-    return _error(request, exc.status_code, ERROR_CODES.get(exc.status_code, "error"), str(exc))
 
 
 class ConversationIn(Schema):
@@ -90,10 +28,12 @@ class ConversationIn(Schema):
     workspace: str | None = Field(default=None, max_length=1000)
     title: str | None = Field(default=None, max_length=200)
     max_iterations: int | None = Field(default=None, ge=1, le=10_000)
+    team: int | None = Field(default=None, description="Team id; default: your default team.")
 
 
 class ConversationOut(Schema):
     id: uuid.UUID
+    team: int
     title: str
     status: str
     model: str
@@ -117,14 +57,10 @@ class EventsOut(Schema):
     """Pass as after_seq to continue; equals the last returned seq (or after_seq if none)."""
 
 
-class ErrorOut(Schema):
-    error: str
-    detail: Any
-
-
 def _out(c: Conversation) -> dict[str, Any]:
     return {
         "id": c.pk,
+        "team": c.team_id,
         "title": c.title,
         "status": c.status,
         "model": c.model,
@@ -139,10 +75,7 @@ def _out(c: Conversation) -> dict[str, Any]:
     }
 
 
-ERRORS = {400: ErrorOut, 401: ErrorOut, 404: ErrorOut, 409: ErrorOut}
-
-
-@api.post("/conversations", response={201: ConversationOut, **ERRORS})
+@router.post("", response={201: ConversationOut, **ERRORS})
 def conversation_create(request: HttpRequest, body: ConversationIn):
     conversation = services.conversation_create(
         owner=request.user,
@@ -151,23 +84,27 @@ def conversation_create(request: HttpRequest, body: ConversationIn):
         workspace=body.workspace,
         title=body.title,
         max_iterations=body.max_iterations,
+        team=body.team,
     )
     return Status(201, _out(conversation))
 
 
-@api.get("/conversations", response={200: list[ConversationOut], **ERRORS})
-def conversation_list(request: HttpRequest, limit: int = 100, offset: int = 0):
+@router.get("", response={200: list[ConversationOut], **ERRORS})
+def conversation_list(
+    request: HttpRequest, team: int | None = None, limit: int = 100, offset: int = 0
+):
     limit = max(1, min(limit, MAX_PAGE))
-    rows = conversations_visible_to(request.user).order_by("-created_at")[offset : offset + limit]
+    rows = conversations_visible_to(request.user, team).order_by("-created_at")
+    rows = rows[max(0, offset) : max(0, offset) + limit]
     return [_out(c) for c in rows]
 
 
-@api.get("/conversations/{conversation_id}", response={200: ConversationOut, **ERRORS})
+@router.get("/{conversation_id}", response={200: ConversationOut, **ERRORS})
 def conversation_get(request: HttpRequest, conversation_id: str):
     return _out(conversation_for(request.user, conversation_id, Action.VIEW))
 
 
-@api.get("/conversations/{conversation_id}/events", response={200: EventsOut, **ERRORS})
+@router.get("/{conversation_id}/events", response={200: EventsOut, **ERRORS})
 def conversation_events(
     request: HttpRequest, conversation_id: str, after_seq: int = 0, limit: int = 500
 ):
@@ -182,7 +119,7 @@ def conversation_events(
     }
 
 
-@api.post("/conversations/{conversation_id}/messages", response={201: dict, **ERRORS})
+@router.post("/{conversation_id}/messages", response={201: dict, **ERRORS})
 def conversation_message(request: HttpRequest, conversation_id: str, body: MessageIn):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
     seq = services.conversation_post_message(
@@ -192,14 +129,14 @@ def conversation_message(request: HttpRequest, conversation_id: str, body: Messa
     return Status(201, {"seq": seq, "status": conversation.status})
 
 
-@api.post("/conversations/{conversation_id}/run", response={202: dict, **ERRORS})
+@router.post("/{conversation_id}/run", response={202: dict, **ERRORS})
 def conversation_run(request: HttpRequest, conversation_id: str):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
     services.conversation_run(conversation_id=conversation.pk, by=request.user)
     return Status(202, {"status": "running"})
 
 
-@api.post("/conversations/{conversation_id}/pause", response={200: dict, **ERRORS})
+@router.post("/{conversation_id}/pause", response={200: dict, **ERRORS})
 def conversation_pause(request: HttpRequest, conversation_id: str):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
     services.conversation_pause(conversation_id=conversation.pk, by=request.user)

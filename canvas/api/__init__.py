@@ -1,0 +1,94 @@
+"""The JSON API under /api/: parse, call one service, shape the answer.
+
+Errors are always JSON {error, detail} with the status that fits: 400 bad input, 401 no or
+bad credentials, 403 a role too weak, 404 not found (or not yours), 409 a state conflict.
+Each resource lives in its own router module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from ninja import NinjaAPI, Schema
+from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import ValidationError as NinjaValidationError
+from ninja.security import HttpBearer, django_auth
+
+from common.errors import ServiceError
+from teams.tokens import api_token_authenticate
+
+ERROR_CODES = {
+    400: "invalid_input",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+}
+
+
+class BearerToken(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str):
+        user = api_token_authenticate(token)
+        if user is not None:
+            request.user = user
+        return user
+
+
+class ErrorOut(Schema):
+    error: str
+    detail: Any
+
+
+ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut}
+
+api = NinjaAPI(
+    title="Agent Canvas API",
+    version="1",
+    auth=[BearerToken(), django_auth],
+    urls_namespace="api",
+)
+
+
+def _error(request: HttpRequest, status: int, error: str, detail: Any) -> HttpResponse:
+    return api.create_response(request, {"error": error, "detail": detail}, status=status)
+
+
+@api.exception_handler(ServiceError)
+def _service_error(request: HttpRequest, exc: ServiceError) -> HttpResponse:
+    return _error(request, exc.status, exc.code, exc.detail)
+
+
+def _field(loc) -> str | None:
+    parts = [str(p) for p in loc]
+    while parts and parts[0] in {"body", "query", "path"}:  # where, not what
+        parts.pop(0)
+    return ".".join(parts) or None
+
+
+@api.exception_handler(NinjaValidationError)
+def _validation_error(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
+    detail = [{"field": _field(e.get("loc", ())), "message": e.get("msg")} for e in exc.errors]
+    return _error(request, 400, "invalid_input", detail)
+
+
+@api.exception_handler(AuthenticationError)
+def _auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return _error(request, 401, "unauthorized", "a valid API token or session is required.")
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    return _error(request, exc.status_code, ERROR_CODES.get(exc.status_code, "error"), str(exc))
+
+
+def _register_routers() -> None:
+    from . import conversations, teams, tokens
+
+    api.add_router("/conversations", conversations.router)
+    api.add_router("/teams", teams.router)
+    api.add_router("/tokens", tokens.router)
+
+
+_register_routers()

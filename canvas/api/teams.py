@@ -1,0 +1,132 @@
+"""Teams, members and the audit log."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.http import HttpRequest
+from ninja import Router, Schema, Status
+from pydantic import Field
+
+from teams import services
+from teams.models import AuditRecord, Membership
+from teams.permissions import Action, team_role, teams_for
+
+from . import ERRORS
+
+router = Router(tags=["teams"])
+AUDIT_PAGE = 500
+
+
+class TeamIn(Schema):
+    name: str = Field(min_length=1, max_length=100)
+
+
+class TeamOut(Schema):
+    id: int
+    name: str
+    role: str | None = None
+
+
+class MemberIn(Schema):
+    username: str = Field(min_length=1, max_length=254, description="Username or email.")
+    role: str = Field(default="member", description="owner, admin, member or viewer")
+
+
+class RoleIn(Schema):
+    role: str
+
+
+class MemberOut(Schema):
+    username: str
+    role: str
+    joined_at: datetime
+
+
+class AuditOut(Schema):
+    id: int
+    created_at: datetime
+    actor: str
+    kind: str
+    target: str
+    data: dict
+
+
+def _member(m: Membership) -> dict:
+    return {"username": m.user.get_username(), "role": m.role, "joined_at": m.created_at}
+
+
+@router.post("", response={201: TeamOut, **ERRORS})
+def team_create(request: HttpRequest, body: TeamIn):
+    team = services.team_create(user=request.user, name=body.name)
+    return Status(201, {"id": team.pk, "name": team.name, "role": "owner"})
+
+
+@router.get("", response={200: list[TeamOut], **ERRORS})
+def team_list(request: HttpRequest):
+    return [
+        {"id": t.pk, "name": t.name, "role": team_role(request.user, t.pk)}
+        for t in teams_for(request.user)
+    ]
+
+
+@router.get("/{team_id}/members", response={200: list[MemberOut], **ERRORS})
+def member_list(request: HttpRequest, team_id: int):
+    team = services.team_get_for(request.user, team_id, Action.VIEW)
+    return [_member(m) for m in team.memberships.select_related("user").order_by("created_at")]
+
+
+@router.post("/{team_id}/members", response={201: MemberOut, **ERRORS})
+def member_add(request: HttpRequest, team_id: int, body: MemberIn):
+    team = services.team_get_for(request.user, team_id, Action.ADMINISTER)
+    membership = services.member_add(
+        by=request.user, team=team, username=body.username, role=body.role
+    )
+    return Status(201, _member(membership))
+
+
+@router.patch("/{team_id}/members/{username}", response={200: MemberOut, **ERRORS})
+def member_set_role(request: HttpRequest, team_id: int, username: str, body: RoleIn):
+    team = services.team_get_for(request.user, team_id, Action.ADMINISTER)
+    membership = services.member_set_role(
+        by=request.user, team=team, username=username, role=body.role
+    )
+    return _member(membership)
+
+
+@router.delete("/{team_id}/members/{username}", response={204: None, **ERRORS})
+def member_remove(request: HttpRequest, team_id: int, username: str):
+    # Anyone may leave a team; removing someone else needs admin rights (checked inside).
+    action = Action.VIEW if username == request.user.get_username() else Action.ADMINISTER
+    team = services.team_get_for(request.user, team_id, action)
+    services.member_remove(by=request.user, team=team, username=username)
+    return Status(204, None)
+
+
+@router.get("/{team_id}/audit", response={200: list[AuditOut], **ERRORS})
+def audit_list(
+    request: HttpRequest,
+    team_id: int,
+    actor: str | None = None,
+    kind: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+):
+    team = services.team_get_for(request.user, team_id, Action.ADMINISTER)
+    rows = AuditRecord.objects.filter(team=team)
+    if actor:
+        rows = rows.filter(actor_name=actor)
+    if kind:
+        rows = rows.filter(kind__startswith=kind)
+    limit = max(1, min(limit, AUDIT_PAGE))
+    return [
+        {
+            "id": r.pk,
+            "created_at": r.created_at,
+            "actor": r.actor_name,
+            "kind": r.kind,
+            "target": r.target,
+            "data": r.data,
+        }  # fmt: skip
+        for r in rows[max(0, offset) : max(0, offset) + limit]
+    ]

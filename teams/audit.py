@@ -1,0 +1,24 @@
+"""Writing the audit log. Callers pass what happened, never secret values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .models import AuditRecord, Team
+
+
+def audit_record(
+    *, actor, kind: str, team: Team | int | None = None, target: str = "",
+    data: dict[str, Any] | None = None,
+) -> AuditRecord:  # fmt: skip
+    """Record one action. Call inside the transaction that made the change, so the record
+    exists exactly when the change does."""
+    user = actor if getattr(actor, "is_authenticated", False) else None
+    return AuditRecord.objects.create(
+        team_id=team.pk if isinstance(team, Team) else team,
+        actor=user,
+        actor_name=user.get_username() if user is not None else (actor or "system"),
+        kind=kind,
+        target=target[:255],
+        data=data or {},
+    )
