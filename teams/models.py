@@ -17,6 +17,9 @@ class Role(models.TextChoices):
 class Team(models.Model):
     name = models.CharField(max_length=100, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    secrets_version = models.PositiveIntegerField(
+        default=0, help_text="Bumped on every secret change so caches of values can tell."
+    )
 
     class Meta:
         ordering = ["name"]
@@ -97,3 +100,125 @@ class AuditRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_name} {self.kind} {self.target}"
+
+
+class Secret(models.Model):
+    """A team secret. The value is only ever stored encrypted (see teams.secrets)."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="secrets")
+    name = models.CharField(max_length=64, help_text="An environment-variable name: API_KEY.")
+    description = models.CharField(max_length=500, blank=True)
+    ciphertext = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="secret_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.team}: {self.name}"
+
+
+class ConfirmationMode(models.TextChoices):
+    ALWAYS = "always", "Always confirm"
+    NEVER = "never", "Never confirm"
+    RISKY = "risky", "Confirm risky actions"
+
+
+class Risk(models.TextChoices):
+    LOW = "LOW", "Low"
+    MEDIUM = "MEDIUM", "Medium"
+    HIGH = "HIGH", "High"
+
+
+class Policy(models.Model):
+    """Limits for a team's agents. The row without a team is the site default; a team's row
+    may only be stricter in effect (teams.policies combines them)."""
+
+    team = models.OneToOneField(
+        Team, null=True, blank=True, on_delete=models.CASCADE, related_name="policy"
+    )
+    confirmation_mode = models.CharField(
+        max_length=16, choices=ConfirmationMode.choices, default=ConfirmationMode.RISKY
+    )
+    risk_threshold = models.CharField(max_length=8, choices=Risk.choices, default=Risk.HIGH)
+    allowed_tools = models.JSONField(
+        default=list, blank=True, help_text="Tool names; empty allows every tool."
+    )
+    allowed_agent_kinds = models.JSONField(
+        default=list, blank=True, help_text="Agent kinds (native, acp:NAME); empty allows all."
+    )
+    max_iterations_per_run = models.PositiveIntegerField(null=True, blank=True)
+    max_cost_per_run_usd = models.DecimalField(
+        max_digits=12, decimal_places=4, null=True, blank=True
+    )
+    max_cost_per_month_usd = models.DecimalField(
+        max_digits=12, decimal_places=4, null=True, blank=True
+    )
+    max_concurrent_runs = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        verbose_name_plural = "policies"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team"], condition=models.Q(team__isnull=True), name="one_site_policy"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"policy of {self.team}" if self.team_id else "site default policy"
+
+
+class ModelProfile(models.Model):
+    """A model a team's conversations can pick: a LiteLLM id and how to reach it."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="model_profiles")
+    name = models.CharField(max_length=100)
+    model = models.CharField(max_length=200, help_text="LiteLLM model id, e.g. openai/gpt-4o.")
+    api_base = models.URLField(blank=True)
+    api_key_secret = models.CharField(
+        max_length=64, blank=True, help_text="Name of the team secret holding the API key."
+    )
+    max_input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    temperature = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="model_profile_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team}: {self.name}"
+
+
+class TeamSpend(models.Model):
+    """Money spent on models per team and calendar month (UTC), for monthly budgets."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="spend")
+    month = models.DateField(help_text="First day of the month.")
+    cost_usd = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "month"], name="spend_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.team} {self.month:%Y-%m}: ${self.cost_usd}"

@@ -1,0 +1,5 @@
+"""Team policies."""
+
+from ninja import Router
+
+router = Router(tags=["policies"])

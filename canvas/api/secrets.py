@@ -1,0 +1,5 @@
+"""Team secrets."""
+
+from ninja import Router
+
+router = Router(tags=["secrets"])
