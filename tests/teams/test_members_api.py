@@ -1,0 +1,125 @@
+"""Teams and members over the API: roles, the last-owner rule, audit, 404 across teams."""
+
+import json
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from teams.models import AuditRecord, Membership
+from teams.tokens import api_token_create
+
+pytestmark = pytest.mark.django_db
+
+
+def client_for(user) -> Client:
+    return Client(headers={"Authorization": f"Bearer {api_token_create(user=user)[1]}"})
+
+
+def call(client: Client, method: str, url: str, body=None) -> tuple[int, object]:
+    response = getattr(client, method)(
+        url, data=json.dumps(body) if body is not None else None, content_type="application/json"
+    )
+    return response.status_code, (response.json() if response.content else None)
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user("bob", email="bob@example.com", password="x" * 12)
+
+
+@pytest.fixture
+def team_id(user) -> int:
+    return Membership.objects.get(user=user).team_id
+
+
+def test_create_team_makes_the_creator_owner_and_lists_it(user):
+    alice = client_for(user)
+    status, team = call(alice, "post", "/api/teams", {"name": "Platform"})
+    assert status == 201 and team["name"] == "Platform" and team["role"] == "owner"
+    names = {t["name"]: t["role"] for t in call(alice, "get", "/api/teams")[1]}
+    assert names == {"alice's team": "owner", "Platform": "owner"}
+    status, error = call(alice, "post", "/api/teams", {"name": "Platform"})
+    assert status == 409 and error["error"] == "conflict"
+
+
+def test_owner_adds_by_username_or_email_changes_roles_and_removes(user, bob, team_id):
+    alice = client_for(user)
+    base = f"/api/teams/{team_id}/members"
+    status, member = call(alice, "post", base, {"username": "bob@example.com", "role": "viewer"})
+    assert status == 201 and member["username"] == "bob" and member["role"] == "viewer"
+    assert call(alice, "post", base, {"username": "bob"})[0] == 409
+    assert call(alice, "post", base, {"username": "nobody"})[0] == 400
+    assert call(alice, "post", base, {"username": "bob", "role": "emperor"})[0] == 400
+    assert call(alice, "patch", f"{base}/bob", {"role": "admin"})[1]["role"] == "admin"
+    assert call(alice, "delete", f"{base}/bob")[0] == 204
+    assert [m["username"] for m in call(alice, "get", base)[1]] == ["alice"]
+    kinds = list(
+        AuditRecord.objects.filter(team_id=team_id).order_by("id").values_list("kind", flat=True)
+    )
+    assert kinds == ["team.created", "member.added", "member.role_changed", "member.removed"]
+    audit = call(alice, "get", f"/api/teams/{team_id}/audit?kind=member.")[1]
+    assert {a["kind"] for a in audit} == {"member.added", "member.role_changed", "member.removed"}
+    assert all(a["actor"] == "alice" for a in audit)
+
+
+def test_admins_manage_members_but_only_owners_grant_privilege(user, bob, team_id):
+    carol = get_user_model().objects.create_user("carol", password="x" * 12)
+    alice = client_for(user)
+    base = f"/api/teams/{team_id}/members"
+    call(alice, "post", base, {"username": "bob", "role": "admin"})
+    as_bob = client_for(bob)
+    assert call(as_bob, "post", base, {"username": "carol", "role": "member"})[0] == 201
+    status, error = call(as_bob, "patch", f"{base}/carol", {"role": "owner"})
+    assert status == 403 and "owner" in error["detail"]
+    assert call(as_bob, "delete", f"{base}/alice")[0] == 403
+    assert call(as_bob, "get", f"/api/teams/{team_id}/audit")[0] == 200
+    as_carol = client_for(carol)
+    assert call(as_carol, "get", base)[0] == 200
+    assert call(as_carol, "post", base, {"username": "mallory"})[0] == 403
+    assert call(as_carol, "get", f"/api/teams/{team_id}/audit")[0] == 403
+
+
+def test_a_team_keeps_at_least_one_owner(user, team_id):
+    alice = client_for(user)
+    status, error = call(alice, "delete", f"/api/teams/{team_id}/members/alice")
+    assert status == 409 and "owner" in error["detail"]
+    status, _ = call(alice, "patch", f"/api/teams/{team_id}/members/alice", {"role": "member"})
+    assert status == 409
+    assert Membership.objects.get(user=user).role == "owner"
+
+
+def test_members_of_another_team_get_404_and_change_nothing(user, other_user, team_id):
+    mallory = client_for(other_user)
+    base = f"/api/teams/{team_id}"
+    assert call(mallory, "get", f"{base}/members")[0] == 404
+    assert call(mallory, "get", f"{base}/audit")[0] == 404
+    assert call(mallory, "post", f"{base}/members", {"username": "mallory"})[0] == 404
+    assert call(mallory, "delete", f"{base}/members/alice")[0] == 404
+    assert Membership.objects.filter(team_id=team_id).count() == 1
+
+
+def test_conversations_go_to_the_named_or_default_team(user, other_user, team_id, dispatched):
+    alice = client_for(user)
+    status, conversation = call(alice, "post", "/api/conversations", {"prompt": "hi"})
+    assert status == 201 and conversation["team"] == team_id
+    foreign = Membership.objects.get(user=other_user).team_id
+    status, error = call(alice, "post", "/api/conversations", {"prompt": "hi", "team": foreign})
+    assert status == 404
+    listed = call(alice, "get", f"/api/conversations?team={team_id}")[1]
+    assert [c["id"] for c in listed] == [conversation["id"]]
+
+
+def test_viewers_read_but_cannot_write(user, bob, team_id, dispatched):
+    alice = client_for(user)
+    _, conversation = call(alice, "post", "/api/conversations", {"prompt": "hi"})
+    call(alice, "post", f"/api/teams/{team_id}/members", {"username": "bob", "role": "viewer"})
+    as_bob = client_for(bob)
+    url = f"/api/conversations/{conversation['id']}"
+    assert call(as_bob, "get", url)[0] == 200
+    assert call(as_bob, "get", f"{url}/events")[0] == 200
+    for action, body in (("messages", {"text": "x"}), ("pause", {}), ("run", {})):
+        status, error = call(as_bob, "post", f"{url}/{action}", body)
+        assert status == 403 and error["error"] == "forbidden"
+    status, _ = call(as_bob, "post", "/api/conversations", {"prompt": "x", "team": team_id})
+    assert status == 403
