@@ -1,0 +1,122 @@
+"""Admin-configured command hooks around the agent loop.
+
+A hook gets the event as JSON on stdin. It blocks by exiting with code 2 or by printing
+{"decision": "deny", "reason": ...}; anything else lets the step go on. A hook that times out
+or crashes is reported, and then treated as its configuration says: fail-open lets the step
+go on, fail-closed blocks it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DENY_EXIT_CODE = 2
+EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop")
+MAX_REASON_CHARS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class HookSpec:
+    name: str
+    event: str
+    command: str
+    matcher: str = ""
+    """Regular expression on the tool name; empty matches every tool (and non-tool events)."""
+    timeout: float = 10.0
+    fail_closed: bool = False
+
+    def applies_to(self, event: str, tool: str | None) -> bool:
+        if event != self.event:
+            return False
+        if not self.matcher or tool is None:
+            return True
+        return re.fullmatch(self.matcher, tool) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class HookOutcome:
+    hook: str
+    allowed: bool
+    reason: str = ""
+    failure: str = ""
+    """Set when the hook itself broke (timeout, crash, bad output): worth reporting."""
+
+
+def _clean_env(cwd: str | None) -> dict[str, str]:
+    # Hooks are admin code but still get no server secrets from the worker's environment.
+    return {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "HOME": cwd or "/tmp",
+    }
+
+
+def run_hook(spec: HookSpec, payload: Mapping[str, Any], *, cwd: str | None = None) -> HookOutcome:
+    """Run one hook and decide. Never raises for a misbehaving hook."""
+    try:
+        proc = subprocess.Popen(
+            ["/bin/bash", "--noprofile", "--norc", "-c", spec.command],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=cwd, env=_clean_env(cwd), start_new_session=True,
+        )  # fmt: skip
+    except OSError as exc:
+        return _broken(spec, f"could not start: {exc}")
+    try:
+        out, err = proc.communicate(json.dumps(payload).encode(), timeout=spec.timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return _broken(spec, f"timed out after {spec.timeout:g}s")
+    stdout = out.decode(errors="replace").strip()
+    stderr = err.decode(errors="replace").strip()
+    if proc.returncode == DENY_EXIT_CODE:
+        return HookOutcome(
+            spec.name, False, (stderr or stdout or "denied by hook")[:MAX_REASON_CHARS]
+        )
+    if proc.returncode != 0:
+        return _broken(spec, f"exited with code {proc.returncode}: {stderr[:500]}")
+    decision = _parse_decision(stdout)
+    if decision is not None and decision.get("decision") == "deny":
+        reason = str(decision.get("reason") or "denied by hook")
+        return HookOutcome(spec.name, False, reason[:MAX_REASON_CHARS])
+    return HookOutcome(spec.name, True)
+
+
+def _parse_decision(stdout: str) -> dict[str, Any] | None:
+    if not stdout.startswith("{"):
+        return None
+    try:
+        data = json.loads(stdout)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _broken(spec: HookSpec, failure: str) -> HookOutcome:
+    if spec.fail_closed:
+        return HookOutcome(spec.name, False, f"hook {spec.name!r} failed ({failure}); "
+                           "it is configured to block when it fails.", failure)  # fmt: skip
+    return HookOutcome(spec.name, True, "", failure)
+
+
+def run_hooks(
+    specs: list[HookSpec], event: str, payload: Mapping[str, Any], *, tool: str | None = None,
+    cwd: str | None = None,
+) -> list[HookOutcome]:  # fmt: skip
+    """Run every hook for `event` in order, stopping at the first that blocks."""
+    outcomes: list[HookOutcome] = []
+    for spec in specs:
+        if not spec.applies_to(event, tool):
+            continue
+        outcome = run_hook(spec, payload, cwd=cwd)
+        outcomes.append(outcome)
+        if not outcome.allowed:
+            break
+    return outcomes
