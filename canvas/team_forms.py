@@ -1,0 +1,70 @@
+"""Forms of the team, token and audit pages: shape and size checks only.
+
+Who may grant which role, who may remove whom and whether a name is taken are the services'
+rules (teams.services, teams.tokens); the forms never duplicate them, so a refused request
+reaches the service and comes back with the service's own status and words.
+"""
+
+from __future__ import annotations
+
+from django import forms
+
+from teams.models import Role
+
+
+class TeamSwitchForm(forms.Form):
+    team_id = forms.IntegerField(min_value=1)
+    next = forms.CharField(max_length=2000, required=False)
+
+
+class TeamCreateForm(forms.Form):
+    name = forms.CharField(
+        max_length=100, widget=forms.TextInput(attrs={"placeholder": "e.g. Platform team"})
+    )
+
+
+class MemberForm(forms.Form):
+    """Names one member of the team the URL names."""
+
+    username = forms.CharField(max_length=150)
+
+
+class MemberRoleForm(MemberForm):
+    role = forms.ChoiceField(choices=Role.choices)
+
+
+class MemberAddForm(forms.Form):
+    username = forms.CharField(
+        max_length=254,
+        label="Username or email",
+        widget=forms.TextInput(attrs={"placeholder": "username or email", "autocomplete": "off"}),
+    )
+    role = forms.ChoiceField(choices=Role.choices, initial=Role.MEMBER)
+
+    def __init__(self, *args, offered_roles: list[tuple[str, str]] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if offered_roles is not None:
+            # Only the menu shrinks: validation still accepts every role, so a crafted
+            # "owner" from an admin reaches the service and gets its 403, not a vague 400.
+            self.fields["role"].widget.choices = offered_roles
+
+
+class TokenCreateForm(forms.Form):
+    name = forms.CharField(
+        max_length=100, widget=forms.TextInput(attrs={"placeholder": "e.g. laptop CLI"})
+    )
+    expires_in_days = forms.IntegerField(
+        min_value=1,
+        max_value=3650,
+        required=False,
+        label="Expires after (days)",
+        widget=forms.NumberInput(attrs={"placeholder": "never"}),
+    )
+
+
+class AuditFilterForm(forms.Form):
+    """GET filters; unknown values simply match nothing."""
+
+    actor = forms.CharField(max_length=150, required=False)
+    kind = forms.CharField(max_length=64, required=False)
+    page = forms.IntegerField(min_value=1, required=False)

@@ -1,0 +1,373 @@
+"""Team, member, token and audit pages: parse, call one service, choose a template.
+
+A team the user is not in answers 404; a role too weak for the page answers 403. A service
+refusing a write (400, 403, 409) is shown inline in the fragment that made the request, with
+its status, and the response carries that status too.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import Resolver404, resolve, reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HttpResponseClientRedirect
+
+from common.errors import Forbidden, InvalidInput, NotFound, ServiceError
+from teams import services
+from teams.models import ApiToken, AuditRecord, Membership, Role, Team
+from teams.permissions import Action, role_allows, team_role
+from teams.tokens import api_token_create, api_token_revoke
+
+from .team_context import current_team_set, team_context
+from .team_forms import (
+    AuditFilterForm,
+    MemberAddForm,
+    MemberForm,
+    MemberRoleForm,
+    TeamCreateForm,
+    TeamSwitchForm,
+    TokenCreateForm,
+)
+
+INDEX_TEMPLATE = "canvas/team_index.html"
+DETAIL_TEMPLATE = "canvas/team_detail.html"
+TOKENS_TEMPLATE = "canvas/tokens.html"
+AUDIT_TEMPLATE = "canvas/audit.html"
+AUDIT_PAGE_SIZE = 100
+
+
+def _team_or_error(request: HttpRequest, team_id: int, action: Action) -> Team:
+    try:
+        return services.team_get_for(request.user, team_id, action)
+    except NotFound as exc:
+        raise Http404(exc.detail) from None
+    except Forbidden as exc:
+        raise PermissionDenied(exc.detail) from None
+
+
+def _go(request: HttpRequest, url: str) -> HttpResponse:
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def _fragment(request: HttpRequest, template: str, partial: str) -> str:
+    """The partial for htmx, the whole page otherwise (a history restore wants the page)."""
+    if request.htmx and not request.htmx.history_restore_request:
+        return f"{template}#{partial}"
+    return template
+
+
+def _form_problem(form) -> InvalidInput:
+    """A form's errors as the notice a service would have raised."""
+    return InvalidInput(" ".join(str(e) for errors in form.errors.values() for e in errors))
+
+
+# ---- Teams index, creating and switching ------------------------------------------------------
+
+
+def _index_context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
+    ctx = team_context(request)
+    default = services.team_default_for(request.user)
+    rows = [
+        {
+            "team": team,
+            "role": team_role(request.user, team.pk),
+            "is_current": team == ctx.current_team,
+            "is_default": team == default,
+        }
+        for team in ctx.teams
+    ]
+    return {"rows": rows, "form": TeamCreateForm(), **extra}
+
+
+@login_required
+@require_GET
+def team_index(request: HttpRequest) -> HttpResponse:
+    return render(request, INDEX_TEMPLATE, _index_context(request))
+
+
+@login_required
+@require_POST
+def team_create(request: HttpRequest) -> HttpResponse:
+    form = TeamCreateForm(request.POST)
+    notice: ServiceError | None = None
+    if form.is_valid():
+        try:
+            team = services.team_create(user=request.user, name=form.cleaned_data["name"])
+        except ServiceError as exc:
+            notice = exc
+        else:
+            messages.success(request, f"Team “{team.name}” created. You are its owner.")
+            return _go(request, reverse("team-detail", args=[team.pk]))
+    context = _index_context(request, form=form, notice=notice)
+    status = notice.status if notice else 400
+    return render(
+        request, _fragment(request, INDEX_TEMPLATE, "team-create"), context, status=status
+    )
+
+
+@login_required
+@require_POST
+def team_set_default(request: HttpRequest, team_id: int) -> HttpResponse:
+    team = _team_or_error(request, team_id, Action.VIEW)
+    services.member_set_default(user=request.user, team=team)
+    if request.htmx:
+        return render(request, f"{INDEX_TEMPLATE}#team-rows", _index_context(request))
+    return redirect("team-index")
+
+
+def _after_switch(request: HttpRequest, next_url: str, team: Team) -> str:
+    """Where to land after switching: the same team page for the new team, the list instead
+    of a conversation (which belongs to the old team), else where the user was."""
+    fallback = reverse("conversation-list")
+    if not next_url or not url_has_allowed_host_and_scheme(
+        next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return fallback
+    try:
+        match = resolve(urlsplit(next_url).path)
+    except Resolver404:
+        return fallback
+    if "team_id" in match.kwargs:
+        return reverse(match.view_name, kwargs={**match.kwargs, "team_id": team.pk})
+    if "conversation_id" in match.kwargs:
+        return fallback
+    return next_url
+
+
+@login_required
+@require_POST
+def team_switch(request: HttpRequest) -> HttpResponse:
+    form = TeamSwitchForm(request.POST)
+    if not form.is_valid():
+        raise Http404("no such team.")
+    team = _team_or_error(request, form.cleaned_data["team_id"], Action.VIEW)
+    current_team_set(request, team)
+    return _go(request, _after_switch(request, form.cleaned_data["next"], team))
+
+
+# ---- One team's members ------------------------------------------------------------------------
+
+
+def _offered_roles(role: str | None) -> list[tuple[str, str]]:
+    """Roles the menus offer: owners grant any, admins only member and viewer. The services
+    enforce the same rule; this only keeps impossible choices out of sight."""
+    if role_allows(role, Action.OWN):
+        return list(Role.choices)
+    return [(r.value, r.label) for r in (Role.MEMBER, Role.VIEWER)]
+
+
+def _detail_context(
+    request: HttpRequest,
+    team: Team,
+    *,
+    add_form: MemberAddForm | None = None,
+    notice: ServiceError | None = None,
+) -> dict[str, Any]:
+    role = team_role(request.user, team.pk)
+    can_administer = role_allows(role, Action.ADMINISTER)
+    can_own = role_allows(role, Action.OWN)
+    members = team.memberships.select_related("user").order_by("created_at")
+    rows = [
+        {
+            "membership": m,
+            "username": m.user.get_username(),
+            "is_self": m.user_id == request.user.pk,
+            "editable": can_administer and (can_own or m.role not in services.PRIVILEGED),
+        }
+        for m in members
+    ]
+    offered = _offered_roles(role)
+    return {
+        "team": team,
+        "rows": rows,
+        "role": role,
+        "can_administer": can_administer,
+        "offered_roles": offered,
+        "add_form": add_form or MemberAddForm(offered_roles=offered),
+        "notice": notice,
+        "is_current": team == team_context(request).current_team,
+        "is_default": Membership.objects.filter(
+            user=request.user, team=team, is_default=True
+        ).exists(),
+    }
+
+
+def _members(
+    request: HttpRequest,
+    team: Team,
+    *,
+    notice: ServiceError | None = None,
+    add_form: MemberAddForm | None = None,
+    status: int | None = None,
+) -> HttpResponse:
+    """After a member write: the refreshed members section (htmx), or the page. A success
+    without htmx redirects, so a reload does not repeat the write."""
+    status = status or (notice.status if notice else 200)
+    if status == 200 and not request.htmx:
+        return redirect("team-detail", team_id=team.pk)
+    context = _detail_context(request, team, add_form=add_form, notice=notice)
+    template = _fragment(request, DETAIL_TEMPLATE, "members")
+    return render(request, template, context, status=status)
+
+
+@login_required
+@require_GET
+def team_detail(request: HttpRequest, team_id: int) -> HttpResponse:
+    team = _team_or_error(request, team_id, Action.VIEW)
+    return render(request, DETAIL_TEMPLATE, _detail_context(request, team))
+
+
+@login_required
+@require_POST
+def member_add(request: HttpRequest, team_id: int) -> HttpResponse:
+    team = _team_or_error(request, team_id, Action.VIEW)
+    form = MemberAddForm(
+        request.POST, offered_roles=_offered_roles(team_role(request.user, team_id))
+    )
+    if not form.is_valid():  # the form shows its own field errors
+        return _members(request, team, add_form=form, status=400)
+    try:
+        services.member_add(by=request.user, team=team, **form.cleaned_data)
+    except ServiceError as exc:
+        return _members(request, team, notice=exc, add_form=form)
+    return _members(request, team)
+
+
+@login_required
+@require_POST
+def member_set_role(request: HttpRequest, team_id: int) -> HttpResponse:
+    team = _team_or_error(request, team_id, Action.VIEW)
+    form = MemberRoleForm(request.POST)
+    if not form.is_valid():
+        return _members(request, team, notice=_form_problem(form))
+    try:
+        services.member_set_role(by=request.user, team=team, **form.cleaned_data)
+    except ServiceError as exc:
+        return _members(request, team, notice=exc)
+    return _members(request, team)
+
+
+@login_required
+@require_POST
+def member_remove(request: HttpRequest, team_id: int) -> HttpResponse:
+    team = _team_or_error(request, team_id, Action.VIEW)
+    form = MemberForm(request.POST)
+    if not form.is_valid():
+        return _members(request, team, notice=_form_problem(form))
+    try:
+        services.member_remove(by=request.user, team=team, **form.cleaned_data)
+    except ServiceError as exc:
+        return _members(request, team, notice=exc)
+    return _members(request, team)
+
+
+@login_required
+@require_POST
+def team_leave(request: HttpRequest, team_id: int) -> HttpResponse:
+    team = _team_or_error(request, team_id, Action.VIEW)
+    try:
+        services.member_remove(by=request.user, team=team, username=request.user.get_username())
+    except ServiceError as exc:
+        return _members(request, team, notice=exc)
+    messages.success(request, f"You left “{team.name}”.")
+    return _go(request, reverse("team-index"))
+
+
+# ---- Audit log ---------------------------------------------------------------------------------
+
+
+def _distinct(records: QuerySet[AuditRecord], field: str) -> list[str]:
+    return list(records.order_by(field).values_list(field, flat=True).distinct())
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")  # the same URL answers the page or, when filtering, the table
+def team_audit(request: HttpRequest, team_id: int) -> HttpResponse:
+    team = _team_or_error(request, team_id, Action.ADMINISTER)
+    form = AuditFilterForm(request.GET)
+    filters = {k: v for k, v in (form.cleaned_data if form.is_valid() else {}).items() if v}
+    records = AuditRecord.objects.filter(team=team)
+    shown = records
+    if "actor" in filters:
+        shown = shown.filter(actor_name=filters["actor"])
+    if "kind" in filters:
+        shown = shown.filter(kind=filters["kind"])
+    page = Paginator(shown, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {
+        "team": team,
+        "form": form,
+        "filters": filters,
+        "filter_query": urlencode(filters),
+        "page": page,
+        "actors": _distinct(records, "actor_name"),
+        "kinds": _distinct(records, "kind"),
+    }
+    return render(request, _fragment(request, AUDIT_TEMPLATE, "audit-table"), context)
+
+
+# ---- Personal API tokens -----------------------------------------------------------------------
+
+
+def _tokens_context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
+    return {
+        "tokens": ApiToken.objects.filter(user=request.user),
+        "form": TokenCreateForm(),
+        "now": timezone.now(),
+        **extra,
+    }
+
+
+@login_required
+@require_GET
+def token_list(request: HttpRequest) -> HttpResponse:
+    return render(request, TOKENS_TEMPLATE, _tokens_context(request))
+
+
+@never_cache  # the answer holds the plain token: no cache may keep it
+@login_required
+@require_POST
+def token_create(request: HttpRequest) -> HttpResponse:
+    form = TokenCreateForm(request.POST)
+    if not form.is_valid():
+        context = _tokens_context(request, form=form)
+        return render(request, _fragment(request, TOKENS_TEMPLATE, "tokens"), context, status=400)
+    days = form.cleaned_data["expires_in_days"]
+    expires_at = timezone.now() + timedelta(days=days) if days else None
+    try:
+        token, raw = api_token_create(
+            user=request.user, name=form.cleaned_data["name"], expires_at=expires_at
+        )
+    except ServiceError as exc:
+        context = _tokens_context(request, form=form, notice=exc)
+        template = _fragment(request, TOKENS_TEMPLATE, "tokens")
+        return render(request, template, context, status=exc.status)
+    # Rendered straight into this response (no redirect): the plain token exists nowhere else.
+    context = _tokens_context(request, new_token=token, raw_token=raw)
+    return render(request, _fragment(request, TOKENS_TEMPLATE, "tokens"), context)
+
+
+@login_required
+@require_POST
+def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+    try:
+        api_token_revoke(user=request.user, token_id=token_id)
+    except NotFound as exc:  # someone else's token looks exactly like a missing one
+        raise Http404(exc.detail) from None
+    if not request.htmx:
+        return redirect("token-list")
+    return render(request, f"{TOKENS_TEMPLATE}#tokens", _tokens_context(request))
