@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import json
 import multiprocessing
 import os
@@ -22,7 +23,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -78,8 +79,12 @@ def scratch_dir() -> Path:
     """A temporary directory for workspaces and state, removed at exit."""
     global _scratch
     if _scratch is None:
-        _scratch = Path(tempfile.mkdtemp(prefix="canvas-bench-"))
-        atexit.register(shutil.rmtree, _scratch, ignore_errors=True)
+        inherited = os.environ.get("CANVAS_BENCH_SCRATCH")
+        if inherited:  # a child process: the parent owns (and removes) the directory
+            _scratch = Path(inherited)
+        else:
+            _scratch = Path(tempfile.mkdtemp(prefix="canvas-bench-"))
+            atexit.register(shutil.rmtree, _scratch, ignore_errors=True)
     return _scratch
 
 
@@ -94,6 +99,7 @@ def bench_env(extra: dict[str, str] | None = None) -> dict[str, str]:
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "CANVAS_WORKSPACES_ROOT": str(scratch / "workspaces"),
         "CANVAS_STATE_ROOT": str(scratch / "state"),
+        "CANVAS_BENCH_SCRATCH": str(scratch),
         "LOG_LEVEL": "WARNING",
         "DEBUG": "false",
         "PYTHONPATH": str(REPO),
@@ -117,6 +123,42 @@ def setup_django(extra_env: dict[str, str] | None = None, *, migrate: bool = Tru
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0, interactive=False)
+
+
+# --- conversations ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def captured_enqueues() -> Iterator[list[tuple[str, str]]]:
+    """Capture the next-slice enqueues (services and runner) instead of sending them."""
+    import orchestration.runner
+    import orchestration.services
+
+    sent: list[tuple[str, str]] = []
+    modules = (orchestration.runner, orchestration.services)
+    originals = [m.enqueue_slice_on_commit for m in modules]
+
+    def capture(conversation_id: Any, slice_id: str, **routing: Any) -> None:
+        sent.append((str(conversation_id), slice_id))  # one process: routing is moot
+
+    for module in modules:
+        module.enqueue_slice_on_commit = capture  # type: ignore[attr-defined]
+    try:
+        yield sent
+    finally:
+        for module, original in zip(modules, originals, strict=True):
+            module.enqueue_slice_on_commit = original  # type: ignore[attr-defined]
+
+
+def quiet_conversation(*, owner: Any = None, title: str = "bench") -> str:
+    """A conversation made through the service (team, workspace, first events as in real
+    use) whose run is paused at once: benchmarks append to it directly."""
+    from orchestration.services import conversation_create, conversation_pause
+
+    with captured_enqueues():
+        conversation = conversation_create(owner=owner, prompt=title, model="scripted")
+    conversation_pause(conversation_id=conversation.pk, by=None)
+    return str(conversation.pk)
 
 
 # --- statistics ----------------------------------------------------------------------------------
@@ -238,17 +280,18 @@ class FakeServerProcess:
 
     def __enter__(self) -> FakeServerProcess:
         self._proc.start()
-        if not self._conn.poll(30):
+        try:
+            if not self._conn.poll(30):
+                raise EOFError
+            self.base_url = self._conn.recv()
+        except EOFError:
             stop_process(self._proc)
-            raise RuntimeError("the fake OpenAI server did not start")
-        self.base_url = self._conn.recv()
+            raise RuntimeError("the fake OpenAI server process did not start") from None
         return self
 
     def __exit__(self, *exc: object) -> None:
-        try:
+        with contextlib.suppress(OSError):  # the child may be gone already
             self._conn.send("stop")
-        except OSError:
-            pass
         self._proc.join(5)
         stop_process(self._proc)
 
@@ -281,9 +324,3 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
 def write_results(path: Path | None, results: dict[str, Any]) -> None:
     if path is not None:
         path.write_text(json.dumps(results, indent=2, default=str))
-
-
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    started = time.perf_counter()
-    value = fn()
-    return time.perf_counter() - started, value

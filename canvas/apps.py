@@ -3,3 +3,11 @@ from django.apps import AppConfig
 
 class CanvasConfig(AppConfig):
     name = "canvas"
+
+    def ready(self) -> None:
+        # conversations may not import teams; the project joins them: the event log redacts
+        # each team's secrets, read (and decrypted) by teams.
+        from conversations.redaction import register_secret_source
+        from teams.secrets import secret_values_for_team
+
+        register_secret_source(secret_values_for_team)

@@ -3,7 +3,7 @@
 import os
 
 from celery import Celery
-from celery.signals import celeryd_after_setup, worker_ready
+from celery.signals import celeryd_after_setup, worker_init, worker_process_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "canvas.settings")
 
@@ -29,3 +29,16 @@ def _consume_host_queue(sender: str, instance, **_: object) -> None:
     from django.conf import settings
 
     instance.app.amqp.queues.select_add(f"host.{settings.CANVAS_WORKER_HOST}")
+
+
+@worker_init.connect
+@worker_process_init.connect
+def _warm_worker_process(**_: object) -> None:
+    # Load LiteLLM once per worker process, before the first task needs it, then move
+    # everything imported so far out of the garbage collector's reach: full collections
+    # otherwise rescan LiteLLM's ~460k objects and cost seconds over a long run.
+    import gc
+
+    import orchestration.llm  # noqa: F401
+
+    gc.freeze()

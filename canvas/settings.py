@@ -78,6 +78,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "canvas.team_context.context_processor",
             ],
         },
     },
@@ -137,6 +138,9 @@ CANVAS_MAX_ITERATIONS = int(os.environ.get("CANVAS_MAX_ITERATIONS", "100"))
 CANVAS_LLM_NUM_RETRIES = int(os.environ.get("CANVAS_LLM_NUM_RETRIES", "3"))
 CANVAS_LLM_TIMEOUT = float(os.environ.get("CANVAS_LLM_TIMEOUT", "120"))
 CANVAS_DEFAULT_MODEL = os.environ.get("CANVAS_DEFAULT_MODEL", "demo")
+# Fernet keys for team secrets, comma-separated; the first encrypts (teams/crypto.py). Unset:
+# a key derived from SECRET_KEY, for the embedded mode only.
+CANVAS_SECRET_KEYS = _env_list("CANVAS_SECRET_KEYS", "")
 # Local workspaces live on one machine's disk, so a conversation's slices go to the queue of the
 # host that ran its first slice. Turn off when workspaces sit on storage every worker mounts.
 CANVAS_WORKER_HOST = os.environ.get("CANVAS_WORKER_HOST") or socket.gethostname()
@@ -186,7 +190,10 @@ X_FRAME_OPTIONS = "DENY"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"redact_secrets": {"()": "canvas.logging.RedactSecretsFilter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["redact_secrets"]},
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         "LiteLLM": {"level": "WARNING"},

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.template.loader import render_to_string
 
-from common.errors import NotFound
+from common.errors import Forbidden, NotFound
 
 from .access import Action, aconversation_for
 from .consumers import CLOSE_NOT_FOUND, EventRelayConsumer
@@ -80,6 +80,6 @@ class ConversationPageConsumer(EventRelayConsumer):
     async def _allowed(self, action: Action) -> bool:
         try:
             await aconversation_for(self.scope.get("user"), self.conversation_id, action)
-        except NotFound:
+        except (NotFound, Forbidden):  # a viewer may watch but not act
             return False
         return True

@@ -1,7 +1,9 @@
 """Browser pages and their htmx fragments: parse, call one service, choose a template.
 
-Access goes through canvas.access; anything a user may not see is a 404. Service errors are
-shown in the form (or next to the button) with the service's status.
+Access goes through canvas.access; anything a user may not see is a 404, and a role too weak
+for a write is a 403. The list shows and creates conversations of the current team
+(canvas.team_context). Service errors are shown in the form (or next to the button) with the
+service's status.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -18,14 +21,16 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
-from common.errors import NotFound, ServiceError
+from common.errors import Forbidden, NotFound, ServiceError
 from conversations import store
 from conversations.models import Conversation
 from orchestration import services
+from teams.permissions import role_allows, team_role
 
 from .access import Action, conversation_for, conversations_visible_to
 from .event_rows import event_row, last_status, status_label
 from .forms import KNOWN_MODELS, ConversationCreateForm, MessageForm
+from .team_context import team_context
 
 LIST_TEMPLATE = "canvas/conversation_list.html"
 DETAIL_TEMPLATE = "canvas/conversation_detail.html"
@@ -37,14 +42,12 @@ def _conversation_or_404(request: HttpRequest, conversation_id: uuid.UUID, actio
         return conversation_for(request.user, conversation_id, action)
     except NotFound as exc:
         raise Http404(exc.detail) from None
+    except Forbidden as exc:
+        raise PermissionDenied(exc.detail) from None
 
 
 def _can_act(request: HttpRequest, conversation: Conversation) -> bool:
-    try:
-        conversation_for(request.user, conversation.pk, Action.ACT)
-    except NotFound:
-        return False
-    return True
+    return role_allows(team_role(request.user, conversation.team_id), Action.ACT)
 
 
 def _header_context(conversation: Conversation, *, status: str, can_act: bool) -> dict[str, Any]:
@@ -58,7 +61,13 @@ def _header_context(conversation: Conversation, *, status: str, can_act: bool) -
 
 
 def _list_context(request: HttpRequest) -> dict[str, Any]:
-    return {"conversations": conversations_visible_to(request.user)[:LIST_LIMIT]}
+    ctx = team_context(request)
+    team_id = ctx.current_team.pk if ctx.current_team else None
+    return {
+        "conversations": conversations_visible_to(request.user, team_id)[:LIST_LIMIT],
+        # With no team yet the first conversation creates a personal one, so it may start.
+        "can_create": ctx.current_team is None or ctx.can_act,
+    }
 
 
 @login_required
@@ -81,7 +90,9 @@ def conversation_new(request: HttpRequest) -> HttpResponse:
     status = 400
     if form.is_valid():
         try:
-            conversation = services.conversation_create(owner=request.user, **form.cleaned_data)
+            conversation = services.conversation_create(
+                owner=request.user, team=team_context(request).current_team, **form.cleaned_data
+            )
         except ServiceError as exc:
             form.add_error(None, exc.detail)
             status = exc.status

@@ -23,6 +23,8 @@ class RunState:
     run_id: str | None = None
     run_steps: int = 0
     """LLM responses since the current run started: what max_iterations bounds."""
+    run_cost: float = 0.0
+    """Dollars the model cost since the current run started: what a per-run budget bounds."""
 
     def apply(self, events: Iterable[AnyEvent]) -> RunState:
         for event in events:
@@ -31,8 +33,12 @@ class RunState:
             elif isinstance(event, RunStartedEvent):
                 self.run_id = event.run_id
                 self.run_steps = 0
+                self.run_cost = 0.0
             elif isinstance(event, AgentMessageEvent) or (
                 isinstance(event, ActionEvent) and event.batch_index == 0
             ):
                 self.run_steps += 1
+            usage = getattr(event, "usage", None)
+            if usage is not None:
+                self.run_cost += usage.cost_usd
         return self

@@ -1,8 +1,9 @@
 """The one door into the event log.
 
 `append` is the only code that writes `ConversationEvent` rows. It allocates gap-free seqs under
-the conversation's row lock, mirrors what the log implies onto the row (status, stats, last_seq)
-in the same transaction, and publishes to websockets only after commit.
+the conversation's row lock, redacts the team's secret values out of the events (redaction.py),
+mirrors what the log implies onto the row (status, stats, last_seq) in the same transaction, and
+publishes to websockets only after commit, the stored (redacted) records.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils.timezone import now
 
-from . import broadcast
+from . import broadcast, redaction
 from .events import (
     SCHEMA_VERSION,
     ActionEvent,
@@ -72,13 +73,21 @@ def append(
     if not events:
         return []
     with transaction.atomic():
+        # The team's secrets_version rides along on the locking read (the team row itself is
+        # not locked), so a secret committed before this append is always redacted.
         conversation = (
-            Conversation.objects.select_for_update()
-            .only("id", "last_seq", "status", "lease_token")
+            Conversation.objects.select_for_update(of=("self",))
+            .select_related("team")
+            .only("id", "last_seq", "status", "lease_token", "team", "team__secrets_version")
             .get(pk=conversation_id)
         )
         if lease_token is not None and conversation.lease_token != lease_token:
             raise StaleLeaseError(f"run lease on {conversation.pk} is no longer held")
+        redactor = redaction.redactor_for_team(
+            conversation.team_id, conversation.team.secrets_version
+        )
+        if redactor is not None:
+            events = redactor.redact_events(events)
         first = conversation.last_seq + 1
         rows = [
             ConversationEvent(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 DEFAULT_TOOLS: tuple[str, ...] = ("terminal", "file_editor", "think", "finish")
@@ -21,10 +23,18 @@ How to work:
 
 
 class AgentConfig(BaseModel):
+    """Stored as JSON on the conversation row (`agent_config`): every field needs a default so
+    rows written before it existed still load, and must stay JSON-serialisable."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     model: str
     """Model profile name."""
     tools: tuple[str, ...] = DEFAULT_TOOLS
+    """Already filtered by the team policy at creation; the runner re-checks every slice."""
     max_iterations: int = Field(default=100, ge=1, le=10_000)
     system_prompt: str = SYSTEM_PROMPT
+    confirmation_mode: Literal["always", "never", "risky"] = "risky"
+    risk_threshold: Literal["LOW", "MEDIUM", "HIGH"] = "HIGH"
+    max_cost_usd: float | None = Field(default=None, ge=0)
+    """Per-run model spend limit in dollars; None: only the team policy's, if any."""

@@ -7,6 +7,8 @@ process never should. Profiles name a LiteLLM model id plus how to reach it.
 from __future__ import annotations
 
 import os
+import random
+import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -55,37 +57,88 @@ class LLMClient(Protocol):
     ) -> LLMResponse: ...
 
 
-class LiteLLMClient:
-    def __init__(self, profile: ModelProfile) -> None:
-        self.profile = profile
+RETRYABLE: tuple[type[Exception], ...] = (
+    litellm.RateLimitError,
+    litellm.InternalServerError,
+    litellm.ServiceUnavailableError,
+    litellm.BadGatewayError,
+    litellm.APIConnectionError,
+    litellm.Timeout,
+)
+MAX_BACKOFF_SECONDS = 20.0
 
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> LLMResponse:
+
+def _retry_after(exc: Exception) -> float | None:
+    """The provider's own wait hint (Retry-After / retry-after-ms), when it sent one."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    try:
+        if "retry-after-ms" in headers:
+            return float(headers["retry-after-ms"]) / 1000
+        if "retry-after" in headers:
+            return float(headers["retry-after"])
+    except (TypeError, ValueError):
+        return None
+    return None
+
+
+def backoff_seconds(attempt: int, exc: Exception) -> float:
+    hinted = _retry_after(exc)
+    if hinted is not None:
+        return min(max(hinted, 0.0), MAX_BACKOFF_SECONDS)
+    return min(0.5 * 2**attempt, MAX_BACKOFF_SECONDS) * (0.5 + random.random() / 2)
+
+
+class LiteLLMClient:
+    """One door to every provider. Retries are ours, the same for every provider: transient
+    failures (429, 5xx, timeouts, connection errors) are retried `num_retries` times with
+    backoff that honours the provider's Retry-After; the SDKs' and LiteLLM's own retry
+    layers are switched off so a retry is never multiplied."""
+
+    def __init__(self, profile: ModelProfile, *, sleep=time.sleep) -> None:
+        self.profile = profile
+        self._sleep = sleep
+
+    def _kwargs(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict:
         p = self.profile
         kwargs: dict[str, Any] = {
             "model": p.model,
             "messages": messages,
             "timeout": p.timeout,
-            # Retries happen in the provider SDK (OpenAI's client: 408/409/429/5xx, timeouts and
-            # connection errors, with backoff honouring Retry-After). Passing LiteLLM's
-            # `num_retries` instead also arms its wrapper's second retry layer, which needs the
-            # optional `tenacity` package: without it the provider's error is replaced by
-            # "tenacity import failed", and with it each retry is doubled.
-            "max_retries": p.num_retries,
+            "max_retries": 0,
             **p.extra,
         }
         if tools:
             kwargs["tools"] = tools
         if p.api_base:
             kwargs["api_base"] = p.api_base
-        if p.api_key_env:
+        if p.api_key:  # a team profile's key, read from its secret on this worker
+            kwargs["api_key"] = p.api_key
+        elif p.api_key_env:
             kwargs["api_key"] = os.environ.get(p.api_key_env, "")
         if p.temperature is not None:
             kwargs["temperature"] = p.temperature
-        try:
-            response = litellm.completion(**kwargs)
-        except Exception as exc:  # LiteLLM maps providers' errors onto its own classes
-            raise LLMError(_error_code(exc), _error_message(exc)) from exc
-        return _to_response(response)
+        return kwargs
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> LLMResponse:
+        kwargs = self._kwargs(messages, tools)
+        attempts = self.profile.num_retries + 1
+        for attempt in range(attempts):
+            try:
+                return _to_response(litellm.completion(**kwargs))
+            except RETRYABLE as exc:
+                if attempt + 1 >= attempts:
+                    raise LLMError(
+                        _error_code(exc), _retried(_error_message(exc), attempt)
+                    ) from exc
+                self._sleep(backoff_seconds(attempt, exc))
+            except Exception as exc:  # not transient: the request itself is wrong
+                raise LLMError(_error_code(exc), _error_message(exc)) from exc
+        raise AssertionError("unreachable")
+
+
+def _retried(message: str, attempt: int) -> str:
+    return f"{message} (gave up after {attempt + 1} attempts)" if attempt else message
 
 
 def _error_code(exc: Exception) -> str:

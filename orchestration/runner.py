@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from conversations import store
 from conversations.events import (
+    ActionEvent,
     AgentErrorEvent,
     BaseEvent,
     RunFinishedEvent,
@@ -29,15 +30,19 @@ from conversations.events import (
 )
 from conversations.models import Conversation
 from conversations.view import unanswered_actions
+from teams.budget import spend_add
+from teams.policies import policy_for_team
 from workspaces.local import workspace_for
 
+from .admission import QUEUE_RETRY_SECONDS, admitted_runs, lock_team, note_queued
 from .agent import AgentConfig
 from .dispatch import enqueue_slice_on_commit, new_slice_id, send_slice
 from .history import History, history_refresh
+from .limits import LIMIT_REASONS, limit_reached, run_limits, tool_refused
 from .llm import LiteLLMClient, LLMClient, LLMError
 from .loop import events_from_response, execute_action, interrupted_observation
-from .profiles import UnknownProfileError, profile_get
-from .tools.base import Tool, ToolContext, tool_schema
+from .profiles import UnknownProfileError, profile_get, profile_with_api_key
+from .tools.base import Tool, ToolContext, team_secrets, tool_schema
 from .tools.registry import tools_for
 
 logger = logging.getLogger(__name__)
@@ -51,22 +56,39 @@ def lease_claim(conversation_id: str, slice_id: str) -> str | float | None:
     """Claim the run for this slice.
 
     Returns the lease token when claimed; the seconds to wait when this slice is current but
-    another runner still holds a live lease (a redelivery racing its original); None when
-    there is nothing to do here: the slice is stale, the conversation is not running, or it
-    is pinned to another host (the slice is forwarded to that host's queue).
+    another runner still holds a live lease (a redelivery racing its original), or when the
+    team is at its limit of concurrent runs (the run is queued, with one notice in its log);
+    None when there is nothing to do here: the slice is stale, the conversation is not
+    running, or it is pinned to another host (the slice is forwarded to that host's queue).
     """
-    now = timezone.now()
     row = (
         Conversation.objects.filter(pk=conversation_id)
-        .values("run_slice", "status", "lease_token", "lease_expires_at", "worker_host")
+        .values(
+            "run_slice", "status", "lease_token", "lease_expires_at", "worker_host", "team_id",
+            "run_steps",
+        )
         .first()
-    )
+    )  # fmt: skip
     if row is None or row["run_slice"] != slice_id or row["status"] != Status.RUNNING:
         return None
     here = settings.CANVAS_WORKER_HOST
     if settings.CANVAS_PIN_TO_HOST and row["worker_host"] and row["worker_host"] != here:
         send_slice(conversation_id, slice_id, worker_host=row["worker_host"])
         return None
+    limit = policy_for_team(row["team_id"]).max_concurrent_runs
+    if limit is None or row["run_steps"] > 0:  # no limit, or this run already holds a place
+        return _claim(conversation_id, slice_id, row)
+    with transaction.atomic():
+        team_name = lock_team(row["team_id"])
+        if admitted_runs(row["team_id"], excluding=conversation_id) >= limit:
+            note_queued(conversation_id, team_name, limit)
+            return QUEUE_RETRY_SECONDS
+        return _claim(conversation_id, slice_id, row)
+
+
+def _claim(conversation_id: str, slice_id: str, row: dict) -> str | float | None:
+    now = timezone.now()
+    here = settings.CANVAS_WORKER_HOST
     token = uuid.uuid4().hex
     claimed = (
         Conversation.objects.filter(pk=conversation_id, run_slice=slice_id, status=Status.RUNNING)
@@ -121,11 +143,17 @@ class SliceRunner:
         self.conversation_id = str(conversation.pk)
         self.token = token
         self.config = AgentConfig.model_validate(conversation.agent_config)
-        self.tools: dict[str, Tool] = {t.name: t for t in tools_for(self.config.tools)}
+        self.team_id: int = conversation.team_id
+        # Re-read at every slice: a policy tightened mid-run applies from the next slice.
+        self.limits = run_limits(self.config, policy_for_team(self.team_id))
+        self.tools: dict[str, Tool] = {
+            t.name: t for t in tools_for(self.config.tools) if self.limits.tool_allowed(t.name)
+        }
         self.schemas = [tool_schema(t) for t in self.tools.values()]
         self.ctx = ToolContext(
             conversation_id=self.conversation_id,
             workspace=workspace_for(self.conversation_id, conversation.workspace_path or None),
+            secrets=team_secrets(conversation.team_id),
         )
         self._llm = llm
         self.history: History = history_refresh(self.conversation_id)
@@ -133,11 +161,17 @@ class SliceRunner:
     @property
     def llm(self) -> LLMClient:
         if self._llm is None:
-            self._llm = LiteLLMClient(profile_get(self.config.model))
+            profile = profile_get(self.config.model, self.team_id)
+            self._llm = LiteLLMClient(profile_with_api_key(profile))
         return self._llm
 
-    def append(self, events: list[BaseEvent]) -> None:
-        stored = store.append(self.conversation_id, events, lease_token=self.token)
+    def append(self, events: list[BaseEvent], *, spend: float = 0.0) -> None:
+        """Append under the lease; `spend` (dollars) goes on the team's monthly bill in the
+        same transaction, so a crash can neither lose nor double-count it."""
+        with transaction.atomic():
+            stored = store.append(self.conversation_id, events, lease_token=self.token)
+            if spend:
+                spend_add(self.team_id, spend)
         self.history.extend(stored, self.conversation_id)
 
     def end(self, status: Status, reason: str, error: AgentErrorEvent | None = None) -> None:
@@ -160,17 +194,9 @@ class SliceRunner:
 
     def step(self) -> bool:
         """One LLM response and its tool calls. Returns False once the run has ended."""
-        state = self.history.state
-        if state.run_steps >= self.config.max_iterations:
-            self.end(
-                Status.ERROR,
-                "max iterations reached",
-                AgentErrorEvent(
-                    code="max_iterations",
-                    message=f"The run reached its limit of {self.config.max_iterations} "
-                    "iterations. Send a message to continue.",
-                ),
-            )
+        reached = limit_reached(self.limits, self.history.state, self.team_id)
+        if reached is not None:
+            self.end(Status.ERROR, LIMIT_REASONS[reached.code], reached)
             return False
         try:
             response = self.llm.complete(self.history.messages, self.schemas)
@@ -179,13 +205,16 @@ class SliceRunner:
             self.end(Status.ERROR, "model error", AgentErrorEvent(code=code, message=str(exc)))
             return False
         produced = events_from_response(response)
-        self.append(produced)
+        self.append(produced, spend=response.usage.cost_usd)
         if not response.tool_calls:
             self.end(Status.FINISHED, "the agent answered")
             return False
         finished = False
-        for action in produced:
-            outcome = execute_action(action, self.tools, self.ctx)  # type: ignore[arg-type]
+        for action in (e for e in produced if isinstance(e, ActionEvent)):
+            if not self.limits.tool_allowed(action.tool):
+                self.append([tool_refused(action.tool_call_id, action.tool)])
+                continue
+            outcome = execute_action(action, self.tools, self.ctx)
             self.append([outcome.observation])
             finished = finished or outcome.finish
         if finished:

@@ -5,6 +5,7 @@ only after commit."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -21,19 +22,23 @@ from conversations.events import (
     UserMessageEvent,
 )
 from conversations.models import Conversation
+from conversations.redaction import redactor_for_team
 from conversations.selectors import latest_run_id
 from teams.audit import audit_record
 from teams.models import Team
 from teams.permissions import Action, role_allows, team_role
+from teams.policies import policy_for_team, tighten
 from teams.services import team_ensure_personal, team_get_for
 
-from .agent import AgentConfig
+from .agent import DEFAULT_TOOLS, AgentConfig
 from .dispatch import enqueue_slice_on_commit, new_slice_id
 from .profiles import UnknownProfileError, profile_get
 from .tools.base import tool_schema
 from .tools.registry import tools_for
 
 MAX_PROMPT_CHARS = 200_000
+NATIVE_AGENT = "native"
+"""Our own agent loop's kind in a policy's allowed_agent_kinds (external agents: acp:NAME)."""
 
 
 def _workspace_path(requested: str | None, *, conversation_id: str, unrestricted: bool) -> Path:
@@ -95,6 +100,41 @@ def _team_for(owner: AbstractBaseUser | None, team: Team | int | str | None) -> 
     return chosen
 
 
+def _agent_config(*, team: Team, model: str, requested: dict[str, Any]) -> AgentConfig:
+    """The agent's configuration under the team's effective policy: a request may tighten it
+    (InvalidInput, with the reason, when it would loosen it); the default tool set is quietly
+    narrowed to the tools the policy allows."""
+    try:
+        profile_get(model, team.pk)
+    except UnknownProfileError as exc:
+        raise InvalidInput(str(exc)) from exc
+    policy = policy_for_team(team.pk)
+    if not policy.agent_kind_allowed(NATIVE_AGENT):
+        raise InvalidInput(f"team {team.name!r} does not allow native agents by policy.")
+    resolved = tighten(policy, {k: v for k, v in requested.items() if v is not None})
+    tools = resolved["tools"]
+    if tools is None:
+        tools = tuple(name for name in DEFAULT_TOOLS if policy.tool_allowed(name))
+    try:
+        tools_for(tools)
+    except KeyError as exc:
+        raise InvalidInput(str(exc.args[0])) from None
+    return AgentConfig(
+        model=model,
+        tools=tools,
+        max_iterations=resolved["max_iterations"],
+        confirmation_mode=resolved["confirmation_mode"],
+        risk_threshold=resolved["risk_threshold"],
+        max_cost_usd=resolved["max_cost_usd"],
+    )
+
+
+def _redacted_title(team: Team, text: str) -> str:
+    """Titles live on the row, outside the log's door, so they get the same redaction."""
+    redactor = redactor_for_team(team.pk, team.secrets_version)
+    return (redactor.redact(text) if redactor is not None else text)[:200]
+
+
 def conversation_create(
     *,
     owner: AbstractBaseUser | None,
@@ -104,21 +144,32 @@ def conversation_create(
     workspace: str | None = None,
     title: str | None = None,
     max_iterations: int | None = None,
+    confirmation_mode: str | None = None,
+    risk_threshold: str | None = None,
+    max_cost_usd: float | None = None,
+    tools: list[str] | None = None,
     unrestricted_workspace: bool = False,
 ) -> Conversation:
-    """Create a conversation whose first user message is `prompt`, and start its run."""
+    """Create a conversation whose first user message is `prompt`, and start its run.
+
+    The optional limits may only tighten the team's policy (teams.policies.tighten)."""
     _check_text(prompt)
-    try:
-        profile_get(model)
-    except UnknownProfileError as exc:
-        raise InvalidInput(str(exc)) from exc
-    config = AgentConfig(
-        model=model, max_iterations=max_iterations or settings.CANVAS_MAX_ITERATIONS
+    chosen = _team_for(owner, team)
+    config = _agent_config(
+        team=chosen,
+        model=model,
+        requested={
+            "max_iterations": max_iterations,
+            "confirmation_mode": confirmation_mode,
+            "risk_threshold": risk_threshold,
+            "max_cost_usd": max_cost_usd,
+            "tools": tools,
+        },
     )
     conversation = Conversation(
-        owner=owner, team=_team_for(owner, team), model=model, agent_config=config.model_dump()
+        owner=owner, team=chosen, model=model, agent_config=config.model_dump(mode="json")
     )
-    conversation.title = (title or prompt.strip().splitlines()[0])[:200]
+    conversation.title = _redacted_title(chosen, title or prompt.strip().splitlines()[0])
     conversation.workspace_path = str(
         _workspace_path(
             workspace, conversation_id=str(conversation.pk), unrestricted=unrestricted_workspace

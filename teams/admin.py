@@ -1,6 +1,13 @@
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.utils.formats import date_format
+from django.utils.timezone import localtime
 
-from .models import ApiToken, AuditRecord, Membership, ModelProfile, Policy, Team
+from common.errors import InvalidInput
+
+from .models import ApiToken, AuditRecord, Membership, ModelProfile, Policy, Secret, Team
+from .secrets import secret_create, secret_delete, secret_update, validate_name, validate_value
 
 
 class MembershipInline(admin.TabularInline):
@@ -48,3 +55,83 @@ class PolicyAdmin(admin.ModelAdmin):
 class ModelProfileAdmin(admin.ModelAdmin):
     list_display = ["name", "team", "model", "api_base", "api_key_secret"]
     list_filter = ["team"]
+
+
+class SecretForm(forms.ModelForm):
+    """The value is write-only: never rendered back, blank on edit keeps the current one."""
+
+    value = forms.CharField(
+        widget=forms.PasswordInput(render_value=False),
+        required=False,
+        strip=False,
+        help_text="Write-only. When editing, leave blank to keep the current value.",
+    )
+
+    class Meta:
+        model = Secret
+        fields = ["team", "name", "description"]
+
+    def clean_name(self) -> str:
+        try:
+            return validate_name(self.cleaned_data.get("name", ""))
+        except InvalidInput as exc:
+            raise ValidationError(exc.detail) from None
+
+    def clean_value(self) -> str | None:
+        value = self.cleaned_data.get("value") or ""
+        if not value:
+            if self.instance.pk is None:
+                raise ValidationError("A new secret needs a value.")
+            return None
+        try:
+            return validate_value(value)
+        except InvalidInput as exc:
+            raise ValidationError(exc.detail) from None
+
+
+@admin.register(Secret)
+class SecretAdmin(admin.ModelAdmin):
+    """Saves and deletes go through teams.secrets, so they are audited and bump the version."""
+
+    form = SecretForm
+    list_display = ["name", "team", "description", "updated_at", "updated_by"]
+    list_filter = ["team"]
+    search_fields = ["name", "description"]
+
+    def get_fields(self, request, obj=None) -> list[str]:
+        if obj is None:
+            return ["team", "name", "description", "value"]
+        return ["team", "name", "value_status", "value", "description"]
+
+    def get_readonly_fields(self, request, obj=None) -> list[str]:
+        # Renaming or moving a secret would silently break commands that reference it.
+        return ["team", "name", "value_status"] if obj is not None else []
+
+    @admin.display(description="Value")
+    def value_status(self, obj: Secret) -> str:
+        by = f" by {obj.updated_by}" if obj.updated_by else ""
+        return f"set, updated {date_format(localtime(obj.updated_at), 'DATETIME_FORMAT')}{by}"
+
+    def save_model(self, request, obj: Secret, form: SecretForm, change: bool) -> None:
+        data = form.cleaned_data
+        if change:
+            saved = secret_update(
+                by=request.user, team=obj.team, name=obj.name,
+                value=data["value"], description=data["description"],
+            )  # fmt: skip
+        else:
+            saved = secret_create(
+                by=request.user, team=obj.team, name=obj.name,
+                value=data["value"], description=data["description"],
+            )  # fmt: skip
+        # The admin goes on to log and redirect with `obj`: make it the saved row.
+        for field in ("id", "ciphertext", "created_at", "updated_at", "updated_by_id"):
+            setattr(obj, field, getattr(saved, field))
+        obj._state.adding, obj._state.db = False, saved._state.db
+
+    def delete_model(self, request, obj: Secret) -> None:
+        secret_delete(by=request.user, team=obj.team, name=obj.name)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for secret in queryset.select_related("team"):
+            secret_delete(by=request.user, team=secret.team, name=secret.name)

@@ -19,6 +19,7 @@ Binds to 127.0.0.1 on a free port. Stdlib only, so benchmarks can import it too.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import socket
@@ -102,6 +103,9 @@ class _Handler(BaseHTTPRequestHandler):
     # HTTP/1.1 keep-alive, as real providers speak: benchmarks then measure the framework,
     # not a TCP handshake per request.
     protocol_version = "HTTP/1.1"
+    # Headers and body leave in two writes; with Nagle on, the second waits for the client's
+    # delayed ACK (~40 ms), which would dwarf everything a benchmark wants to see.
+    disable_nagle_algorithm = True
     server: _Server
     timeout = 60  # an idle keep-alive connection ends on its own
 
@@ -134,7 +138,7 @@ class _Handler(BaseHTTPRequestHandler):
         outcome = fake._next_outcome(request, headers, self.path)
         if outcome.delay and fake._closing.wait(outcome.delay):
             return  # shutting down: drop the request instead of holding the server open
-        status, body = fake._render(outcome, request)
+        status, body = fake._render(outcome, request, len(raw))
         headers = dict(outcome.headers)
         if status >= 400 and fake.retry_after_ms is not None:
             headers.setdefault("retry-after-ms", str(fake.retry_after_ms))
@@ -216,10 +220,8 @@ class FakeOpenAI:
         with self._lock:
             connections = list(self._connections)
         for conn in connections:
-            try:
+            with contextlib.suppress(OSError):  # already closed by the client
                 conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed by the client
         if self._thread is not None:
             self._thread.join(timeout=5)
 
@@ -283,9 +285,7 @@ class FakeOpenAI:
             else:
                 self._connections.discard(conn)
 
-    def _next_outcome(
-        self, request: dict[str, Any], headers: dict[str, str], path: str
-    ) -> Outcome:
+    def _next_outcome(self, request: dict[str, Any], headers: dict[str, str], path: str) -> Outcome:
         with self._lock:
             self.requests.append(request)
             self.request_headers.append({**headers, ":path": path})
@@ -296,7 +296,9 @@ class FakeOpenAI:
             return _as_outcome(self.responder(request))
         return Outcome(say="ok")
 
-    def _render(self, outcome: Outcome, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def _render(
+        self, outcome: Outcome, request: dict[str, Any], request_bytes: int
+    ) -> tuple[int, dict[str, Any]]:
         if outcome.body is not None:
             return outcome.status, outcome.body
         if outcome.status >= 400:
@@ -322,7 +324,9 @@ class FakeOpenAI:
             ]
         elif message["content"] is None:
             message["content"] = ""
-        prompt_tokens = len(json.dumps(request.get("messages") or [])) // 4
+        prompt_tokens = (
+            request_bytes // 4
+        )  # roughly; re-encoding a long history per request would cost more
         completion_tokens = max(1, len(json.dumps(message)) // 4)
         return 200, {
             "id": f"chatcmpl-fake-{n}",

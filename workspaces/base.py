@@ -7,6 +7,7 @@ live on disk, so consecutive steps of a conversation may run in different worker
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -36,7 +37,12 @@ class Workspace(Protocol):
         """
         ...
 
-    def run(self, command: str, *, timeout: float) -> CommandResult: ...
+    def run(
+        self, command: str, *, timeout: float, extra_env: Mapping[str, str] | None = None
+    ) -> CommandResult:
+        """Run a shell command. `extra_env` is set for this command only: never saved with the
+        environment that carries over to later commands."""
+        ...
 
     def read_text(self, path: str) -> str: ...
 

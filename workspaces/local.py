@@ -5,6 +5,10 @@ shell's working directory and exported variables are written to the state direct
 exits and restored when the next one starts. Nothing lives in memory, so successive commands may
 come from different worker processes on the same host.
 
+Variables given to one command through `run(extra_env=...)` (a team's secrets) are never saved:
+neither they nor any exported variable whose value contains one of them reach the state file,
+so a later command sees them only if it is given them again.
+
 This is isolation of paths and environment, not a sandbox: commands run as the worker's user.
 """
 
@@ -13,6 +17,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import os
+import re
 import select
 import signal
 import subprocess
@@ -24,20 +29,37 @@ from pathlib import Path
 
 from workspaces.base import CommandResult, WorkspacePathError
 
-# Runs as `bash -c WRAPPER bash RUN_PREFIX ENV_FILE`. The command is read from RUN_PREFIX.sh
-# and `eval`ed as data, so `cd`/`export` happen in this very shell and the command is never
-# spliced into shell text (eval rather than source keeps the state path out of error messages).
-# The EXIT trap runs on a normal end, `exit N` and SIGTERM; it uses only builtins because the
-# command may have broken PATH. The `.done` file marks a complete save.
+# Runs as `bash -c WRAPPER bash RUN_PREFIX ENV_FILE TRANSIENT_NAMES`. The command is read from
+# RUN_PREFIX.sh and `eval`ed as data, so `cd`/`export` happen in this very shell and the command
+# is never spliced into shell text (eval rather than source keeps the state path out of error
+# messages). The EXIT trap runs on a normal end, `exit N` and SIGTERM; it uses only builtins
+# because the command may have broken PATH. The `.done` file marks a complete save.
+# TRANSIENT_NAMES (validated names, space-separated) came in the environment for this command
+# only: their values are set aside (unexported) before the saved state is restored, win over
+# it, and the save skips them and every variable whose value contains one of them.
 _WRAPPER = r"""
 __canvas_run=$1
 __canvas_env=$2
-readonly __canvas_run __canvas_env
+__canvas_transient=$3
+readonly __canvas_run __canvas_env __canvas_transient
+__canvas_keep=()
+for __canvas_name in $__canvas_transient; do __canvas_keep+=("${!__canvas_name}"); done
+readonly __canvas_keep
 if [[ -f $__canvas_env ]]; then source "$__canvas_env" 2>/dev/null; fi
+__canvas_i=0
+for __canvas_name in $__canvas_transient; do
+  export "$__canvas_name=${__canvas_keep[__canvas_i]}"
+  __canvas_i=$((__canvas_i + 1))
+done
+unset __canvas_i __canvas_name
 __canvas_save() {
-  local __canvas_rc=$? __canvas_name IFS=$' \t\n'
+  local __canvas_rc=$? __canvas_name __canvas_value IFS=$' \t\n'
   set +eu
   for __canvas_name in $(compgen -e); do
+    case " $__canvas_transient " in *" $__canvas_name "*) continue ;; esac
+    for __canvas_value in "${__canvas_keep[@]}"; do
+      [[ -n $__canvas_value && ${!__canvas_name} == *"$__canvas_value"* ]] && continue 2
+    done
     case $__canvas_name in
       PWD|OLDPWD|SHLVL|_|BASHOPTS|SHELLOPTS|BASH_*|EUID|UID|PPID|COLUMNS|LINES) ;;
       *) declare -p "$__canvas_name" ;;
@@ -51,6 +73,7 @@ trap __canvas_save EXIT
 eval "$(< "$__canvas_run.sh")"
 """
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CWD_FILE = "cwd"
 _ENV_FILE = "env.sh"
 _KILL_GRACE_SECONDS = 1.0
@@ -174,7 +197,15 @@ class LocalWorkspace:
 
     # -- commands ----------------------------------------------------------------------------
 
-    def run(self, command: str, *, timeout: float) -> CommandResult:
+    def run(
+        self, command: str, *, timeout: float, extra_env: Mapping[str, str] | None = None
+    ) -> CommandResult:
+        """Run `command`; `extra_env` is in its environment only and never saved for later
+        commands (see the module docstring)."""
+        transient = dict(extra_env or {})
+        for name in transient:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"invalid environment variable name {name!r}")
         prefix = self.state_dir / f"run-{uuid.uuid4().hex}"
         command_file = prefix.with_suffix(".sh")
         command_file.write_text(command, encoding="utf-8")
@@ -189,12 +220,13 @@ class LocalWorkspace:
                     "bash",
                     str(prefix),
                     str(self.state_dir / _ENV_FILE),
+                    " ".join(transient),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 cwd=self.current_dir(),
-                env=self._env,
+                env={**self._env, **transient},
                 start_new_session=True,
             )
             output = _BoundedText(self.max_output_chars)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from django.http import HttpRequest
 from ninja import Router, Schema, Status
@@ -29,6 +29,11 @@ class ConversationIn(Schema):
     title: str | None = Field(default=None, max_length=200)
     max_iterations: int | None = Field(default=None, ge=1, le=10_000)
     team: int | None = Field(default=None, description="Team id; default: your default team.")
+    # Optional limits: they may tighten the team's policy, never loosen it (400 if they would).
+    confirmation_mode: Literal["always", "never", "risky"] | None = None
+    risk_threshold: Literal["LOW", "MEDIUM", "HIGH"] | None = None
+    max_cost_usd: float | None = Field(default=None, ge=0, description="Per-run budget, USD.")
+    tools: list[str] | None = Field(default=None, description="Default: all the team allows.")
 
 
 class ConversationOut(Schema):
@@ -85,6 +90,10 @@ def conversation_create(request: HttpRequest, body: ConversationIn):
         title=body.title,
         max_iterations=body.max_iterations,
         team=body.team,
+        confirmation_mode=body.confirmation_mode,
+        risk_threshold=body.risk_threshold,
+        max_cost_usd=body.max_cost_usd,
+        tools=body.tools,
     )
     return Status(201, _out(conversation))
 

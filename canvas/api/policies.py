@@ -1,5 +1,138 @@
-"""Team policies."""
+"""Team policies and model profiles. Profiles show the name of the secret holding their API
+key, never a key."""
 
-from ninja import Router
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, Literal
+
+from django.http import HttpRequest
+from ninja import Router, Schema, Status
+from pydantic import Field
+
+from teams import profiles
+from teams.models import ModelProfile, Policy
+from teams.permissions import Action
+from teams.policies import EDITABLE, policy_for_team, policy_update
+from teams.services import team_get_for
+
+from . import ERRORS
 
 router = Router(tags=["policies"])
+
+
+class PolicyIn(Schema):
+    """The whole team policy (PUT replaces it); a field left out takes its default."""
+
+    confirmation_mode: Literal["always", "never", "risky"] = "risky"
+    risk_threshold: Literal["LOW", "MEDIUM", "HIGH"] = "HIGH"
+    allowed_tools: list[str] = Field(default_factory=list, description="Empty: all tools.")
+    allowed_agent_kinds: list[str] = Field(
+        default_factory=list, description="native, acp:NAME; empty: all kinds."
+    )
+    max_iterations_per_run: int | None = Field(default=None, ge=1, le=10_000)
+    max_cost_per_run_usd: Decimal | None = Field(default=None, ge=0)
+    max_cost_per_month_usd: Decimal | None = Field(default=None, ge=0)
+    max_concurrent_runs: int | None = Field(default=None, ge=1)
+
+
+class PolicyFields(Schema):
+    confirmation_mode: str
+    risk_threshold: str
+    allowed_tools: list[str] | None
+    allowed_agent_kinds: list[str] | None
+    max_iterations_per_run: int | None
+    max_cost_per_run_usd: float | None
+    max_cost_per_month_usd: float | None
+    max_concurrent_runs: int | None
+
+
+class PolicyOut(Schema):
+    team: PolicyFields | None
+    """The team's own row; null until an admin sets one."""
+    effective: PolicyFields
+    """What is enforced: the stricter of the site default and the team's row. In allow-lists
+    here, null means all and [] means none."""
+
+
+class ProfileFields(Schema):
+    model: str = Field(min_length=1, max_length=200, description="LiteLLM model id.")
+    api_base: str = Field(default="", max_length=200)
+    api_key_secret: str = Field(
+        default="", max_length=64, description="Name of the team secret holding the API key."
+    )
+    max_input_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+
+
+class ProfileIn(ProfileFields):
+    name: str = Field(min_length=1, max_length=100)
+
+
+class ProfileOut(ProfileIn):
+    pass
+
+
+def _row(row: Policy | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    data = {key: getattr(row, key) for key in EDITABLE}
+    return {k: float(v) if isinstance(v, Decimal) else v for k, v in data.items()}
+
+
+def _policy(team_id: int) -> dict[str, Any]:
+    return {
+        "team": _row(Policy.objects.filter(team_id=team_id).first()),
+        "effective": policy_for_team(team_id).as_dict(),
+    }
+
+
+def _profile(p: ModelProfile) -> dict[str, Any]:
+    return {
+        "name": p.name,
+        "model": p.model,
+        "api_base": p.api_base,
+        "api_key_secret": p.api_key_secret,
+        "max_input_tokens": p.max_input_tokens,
+        "temperature": p.temperature,
+    }
+
+
+@router.get("/{team_id}/policy", response={200: PolicyOut, **ERRORS})
+def policy_get(request: HttpRequest, team_id: int):
+    team = team_get_for(request.user, team_id, Action.VIEW)
+    return _policy(team.pk)
+
+
+@router.put("/{team_id}/policy", response={200: PolicyOut, **ERRORS})
+def policy_put(request: HttpRequest, team_id: int, body: PolicyIn):
+    team = team_get_for(request.user, team_id, Action.ADMINISTER)
+    policy_update(by=request.user, team=team, **body.model_dump())
+    return _policy(team.pk)
+
+
+@router.get("/{team_id}/profiles", response={200: list[ProfileOut], **ERRORS})
+def profile_list(request: HttpRequest, team_id: int):
+    team = team_get_for(request.user, team_id, Action.VIEW)
+    return [_profile(p) for p in profiles.profile_list(team=team)]
+
+
+@router.post("/{team_id}/profiles", response={201: ProfileOut, **ERRORS})
+def profile_create(request: HttpRequest, team_id: int, body: ProfileIn):
+    team = team_get_for(request.user, team_id, Action.ADMINISTER)
+    profile = profiles.profile_create(by=request.user, team=team, **body.model_dump())
+    return Status(201, _profile(profile))
+
+
+@router.put("/{team_id}/profiles/{path:name}", response={200: ProfileOut, **ERRORS})
+def profile_update(request: HttpRequest, team_id: int, name: str, body: ProfileFields):
+    team = team_get_for(request.user, team_id, Action.ADMINISTER)
+    profile = profiles.profile_update(by=request.user, team=team, name=name, **body.model_dump())
+    return _profile(profile)
+
+
+@router.delete("/{team_id}/profiles/{path:name}", response={204: None, **ERRORS})
+def profile_delete(request: HttpRequest, team_id: int, name: str):
+    team = team_get_for(request.user, team_id, Action.ADMINISTER)
+    profiles.profile_delete(by=request.user, team=team, name=name)
+    return Status(204, None)

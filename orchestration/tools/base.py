@@ -6,7 +6,9 @@ way that can fail) is the loop's job, so each tool only does its one thing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -27,10 +29,52 @@ class ToolResult:
     """True when the run should end after this result (the finish tool)."""
 
 
+class LazySecrets(Mapping[str, str]):
+    """A team's secret values, read on first use: most commands reference none, so most slices
+    never decrypt anything. Its repr never shows a value."""
+
+    def __init__(self, load: Callable[[], Mapping[str, str]]) -> None:
+        self._load = load
+        self._values: dict[str, str] | None = None
+        self._lock = threading.Lock()
+
+    def _loaded(self) -> dict[str, str]:
+        if self._values is None:
+            with self._lock:
+                if self._values is None:
+                    self._values = dict(self._load())
+        return self._values
+
+    def __getitem__(self, name: str) -> str:
+        return self._loaded()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())
+
+    def __repr__(self) -> str:
+        return f"<LazySecrets {'loaded' if self._values is not None else 'not loaded'}>"
+
+
+def team_secrets(team_id: int) -> LazySecrets:
+    """The team's secrets for tools, loaded (and decrypted) only when a tool asks."""
+
+    def load() -> Mapping[str, str]:
+        from teams.secrets import secret_values_for_team
+
+        return secret_values_for_team(team_id)
+
+    return LazySecrets(load)
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     conversation_id: str
     workspace: Workspace
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """The team's secrets by name; tools hand a value only to the command that names it."""
 
 
 class Tool(Protocol):

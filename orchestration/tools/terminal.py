@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import ClassVar
 
 from pydantic import Field
@@ -10,6 +12,26 @@ from orchestration.tools.base import ToolArgs, ToolContext, ToolResult
 
 DEFAULT_TIMEOUT_SECONDS = 120.0
 MAX_TIMEOUT_SECONDS = 1800.0
+
+_REFERENCE = re.compile(r"\$\{?[#!]?([A-Z_][A-Z0-9_]*)")
+# Names the shell, the dynamic loader or the clean base environment give a meaning: a secret
+# called PATH or BASH_ENV must not change how commands run, so it is never injected.
+_NEVER_INJECTED = re.compile(
+    r"PATH|HOME|TERM|PAGER|GIT_PAGER|PYTHONUNBUFFERED|LANG|LC_.*|LD_.*|BASH.*|ENV|SHELLOPTS"
+    r"|IFS|PS4|PWD|OLDPWD|SHLVL|CDPATH|GLOBIGNORE"
+)
+
+
+def referenced_secrets(command: str, secrets: Mapping[str, str]) -> dict[str, str]:
+    """The secrets `command` names as `$NAME` or `${NAME...}`, and no others.
+
+    Over-matching is harmless (a `$NAME` inside single quotes still gets the variable); the
+    point is that a command which does not name a secret never has it in its environment.
+    """
+    names = {n for n in _REFERENCE.findall(command) if not _NEVER_INJECTED.fullmatch(n)}
+    if not names:
+        return {}  # without touching `secrets`: a lazy mapping stays unloaded
+    return {name: secrets[name] for name in sorted(names) if name in secrets}
 
 
 class TerminalArgs(ToolArgs):
@@ -44,7 +66,9 @@ class TerminalTool:
         "matters.\n"
         "- A command that outlives its timeout is killed with all its child processes and only "
         "the output so far is returned. To keep a server running, start it in the background "
-        "with its output sent to a file: `python -m http.server 8000 > server.log 2>&1 &`."
+        "with its output sent to a file: `python -m http.server 8000 > server.log 2>&1 &`.\n"
+        "- Team secrets are environment variables only in a command that names them (`$NAME` or "
+        "`${NAME}`); their values show as <secret:NAME> in the output."
     )
     args_model: ClassVar[type[ToolArgs]] = TerminalArgs
     read_only: ClassVar[bool] = False
@@ -54,7 +78,8 @@ class TerminalTool:
             return ToolResult(content="The command is empty; nothing was run.", is_error=True)
         timeout = args.timeout if args.timeout is not None else DEFAULT_TIMEOUT_SECONDS
         timeout = min(timeout, MAX_TIMEOUT_SECONDS)
-        result = ctx.workspace.run(args.command, timeout=timeout)
+        env = referenced_secrets(args.command, ctx.secrets)
+        result = ctx.workspace.run(args.command, timeout=timeout, extra_env=env)
         output = result.output
         if output and not output.endswith("\n"):
             output += "\n"

@@ -146,3 +146,11 @@ def test_provider_error_ends_the_run(fake, monkeypatch, dispatched):
     assert events[-1].status == "error"
     assert fake.count == 2
     assert len(dispatched) == 1  # the run ended: no next slice was enqueued
+
+
+def test_a_bad_request_is_not_retried(fake):
+    fake.responder = lambda request: {"status": 400, "error": "messages must not be empty"}
+    with pytest.raises(LLMError) as caught:
+        client_for(fake, num_retries=3).complete(MESSAGES, [])
+    assert "messages must not be empty" in caught.value.message
+    assert fake.count == 1

@@ -120,7 +120,8 @@ def test_a_conversation_stays_on_the_host_that_holds_its_workspace(start_worker)
     conversation = services.conversation_create(
         owner=None,
         model="scripted",
-        prompt=script(*[{"tool": "terminal", "args": {"command": "sleep 0.5"}}] * 4),
+        # Long enough that a second worker (which preloads LiteLLM) is up before it ends.
+        prompt=script(*[{"tool": "terminal", "args": {"command": "sleep 0.5"}}] * 24),
     )
     wait_for(
         lambda: Conversation.objects.get(pk=conversation.pk).worker_host == "alpha",
@@ -136,4 +137,4 @@ def test_a_conversation_stays_on_the_host_that_holds_its_workspace(start_worker)
     start_worker(extra_env={**one_step, "CANVAS_WORKER_HOST": "alpha"})
     wait_for(lambda: status_of(conversation) == "finished", 60, message="alpha to finish it")
     kinds = [s.event.type for s in store.load(conversation.pk)]
-    assert kinds.count("tool.result") == 5 and "agent.error" not in kinds
+    assert kinds.count("tool.result") == 25 and "agent.error" not in kinds

@@ -1,0 +1,326 @@
+"""Team policies: what a team's agents may do and spend.
+
+Two rows can apply to a team: the site default (the Policy row without a team) and the team's
+own. The effective policy takes the stricter value of every field, so a team admin can only
+tighten what the site allows. A conversation may then tighten its team's policy, never loosen
+it (`tighten`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+
+from common.errors import Forbidden, InvalidInput
+
+from .audit import audit_record
+from .models import ConfirmationMode, Policy, Risk, Team
+from .permissions import Action, role_allows, team_role
+
+# Higher is stricter. A lower risk threshold asks for confirmation of more actions.
+CONFIRMATION_RANK = {
+    ConfirmationMode.NEVER: 0,
+    ConfirmationMode.RISKY: 1,
+    ConfirmationMode.ALWAYS: 2,
+}
+THRESHOLD_RANK = {Risk.HIGH: 0, Risk.MEDIUM: 1, Risk.LOW: 2}
+
+MAX_COST_USD = Decimal("99999999")  # what Policy's DecimalField(12, 4) can hold
+MAX_ITERATIONS = 10_000
+AGENT_KIND = re.compile(r"^(native|acp:[A-Za-z0-9_.-]{1,60})$")
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class EffectivePolicy:
+    """The limits in force for a team. `None` means unlimited; an allow-list of `None` allows
+    everything, while an empty tuple allows nothing (two rows whose lists do not overlap)."""
+
+    confirmation_mode: str = ConfirmationMode.RISKY.value
+    risk_threshold: str = Risk.HIGH.value
+    allowed_tools: tuple[str, ...] | None = None
+    allowed_agent_kinds: tuple[str, ...] | None = None
+    max_iterations_per_run: int | None = None
+    max_cost_per_run_usd: Decimal | None = None
+    max_cost_per_month_usd: Decimal | None = None
+    max_concurrent_runs: int | None = None
+
+    def tool_allowed(self, name: str) -> bool:
+        return self.allowed_tools is None or name in self.allowed_tools
+
+    def agent_kind_allowed(self, kind: str) -> bool:
+        return self.allowed_agent_kinds is None or kind in self.allowed_agent_kinds
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly: tuples as lists, money as floats."""
+        data = asdict(self)
+        for key, value in data.items():
+            if isinstance(value, Decimal):
+                data[key] = float(value)
+            elif isinstance(value, tuple):
+                data[key] = list(value)
+        return data
+
+
+def stricter_rank(a: str, b: str, ranks: Mapping[str, int]) -> str:
+    return a if ranks[a] >= ranks[b] else b
+
+
+def _min_set(a, b):
+    """The smaller limit; None (unlimited) never wins over a number."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+def _intersect(a: tuple[str, ...] | None, b: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return tuple(name for name in a if name in b)
+
+
+def _allow_list(value: Iterable[str] | None) -> tuple[str, ...] | None:
+    # In the database an empty list means "no restriction".
+    items = tuple(dict.fromkeys(value or ()))
+    return items or None
+
+
+def _from_row(row: Policy) -> EffectivePolicy:
+    return EffectivePolicy(
+        confirmation_mode=row.confirmation_mode,
+        risk_threshold=row.risk_threshold,
+        allowed_tools=_allow_list(row.allowed_tools),
+        allowed_agent_kinds=_allow_list(row.allowed_agent_kinds),
+        max_iterations_per_run=row.max_iterations_per_run,
+        max_cost_per_run_usd=row.max_cost_per_run_usd,
+        max_cost_per_month_usd=row.max_cost_per_month_usd,
+        max_concurrent_runs=row.max_concurrent_runs,
+    )
+
+
+def combine(a: EffectivePolicy, b: EffectivePolicy) -> EffectivePolicy:
+    """The stricter value of every field of two policies."""
+    return EffectivePolicy(
+        confirmation_mode=stricter_rank(
+            a.confirmation_mode, b.confirmation_mode, CONFIRMATION_RANK
+        ),
+        risk_threshold=stricter_rank(a.risk_threshold, b.risk_threshold, THRESHOLD_RANK),
+        allowed_tools=_intersect(a.allowed_tools, b.allowed_tools),
+        allowed_agent_kinds=_intersect(a.allowed_agent_kinds, b.allowed_agent_kinds),
+        max_iterations_per_run=_min_set(a.max_iterations_per_run, b.max_iterations_per_run),
+        max_cost_per_run_usd=_min_set(a.max_cost_per_run_usd, b.max_cost_per_run_usd),
+        max_cost_per_month_usd=_min_set(a.max_cost_per_month_usd, b.max_cost_per_month_usd),
+        max_concurrent_runs=_min_set(a.max_concurrent_runs, b.max_concurrent_runs),
+    )
+
+
+def effective_from_rows(rows: Iterable[Policy]) -> EffectivePolicy:
+    """Without rows: confirm risky actions at HIGH, nothing else limited."""
+    policies = [_from_row(row) for row in rows]
+    if not policies:
+        return EffectivePolicy()
+    result = policies[0]
+    for other in policies[1:]:
+        result = combine(result, other)
+    return result
+
+
+def policy_for_team(team_id: int) -> EffectivePolicy:
+    """The site default combined with the team's own row. Cheap (one query): runners call it
+    at every slice so a policy change takes effect mid-run."""
+    rows = Policy.objects.filter(Q(team__isnull=True) | Q(team_id=team_id))
+    return effective_from_rows(rows)
+
+
+# --- a conversation's requested overrides ---------------------------------------------------
+
+LOOSER = "a conversation may tighten its team's policy, never loosen it"
+
+
+def _decimal(value: Any, field: str) -> Decimal:
+    try:
+        number = Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        raise InvalidInput(f"{field} must be a number.") from None
+    if not number.is_finite() or number < 0 or number > MAX_COST_USD:
+        raise InvalidInput(f"{field} must be between 0 and {MAX_COST_USD}.")
+    return number
+
+
+def _ranked(value: Any, field: str, ranks: Mapping[str, int]) -> str:
+    if value not in ranks:
+        raise InvalidInput(f"{field} must be one of {', '.join(map(str, ranks))}.")
+    return str(value)
+
+
+def tighten(effective: EffectivePolicy, requested: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate a conversation's requested overrides against its team's effective policy.
+
+    `requested` may hold confirmation_mode, risk_threshold, max_iterations, max_cost_usd and
+    tools (None or absent: take the policy's). Returns all five resolved: the mode and
+    threshold, max_iterations (the request, else the policy's limit capped by the site
+    default), max_cost_usd (float or None), tools (a tuple, or None when not requested; the
+    caller filters its default set with `tool_allowed`). Raises InvalidInput saying which
+    request is looser than the policy.
+    """
+    unknown = set(requested) - {
+        "confirmation_mode", "risk_threshold", "max_iterations", "max_cost_usd", "tools",
+    }  # fmt: skip
+    if unknown:
+        raise InvalidInput(f"unknown overrides: {', '.join(sorted(unknown))}.")
+    out: dict[str, Any] = {}
+
+    mode = requested.get("confirmation_mode")
+    if mode is not None:
+        mode = _ranked(mode, "confirmation_mode", CONFIRMATION_RANK)
+        if CONFIRMATION_RANK[mode] < CONFIRMATION_RANK[effective.confirmation_mode]:
+            raise InvalidInput(
+                f"confirmation_mode {mode!r} is looser than the team policy "
+                f"({effective.confirmation_mode!r}): {LOOSER}."
+            )
+    out["confirmation_mode"] = mode or effective.confirmation_mode
+
+    threshold = requested.get("risk_threshold")
+    if threshold is not None:
+        threshold = _ranked(threshold, "risk_threshold", THRESHOLD_RANK)
+        if THRESHOLD_RANK[threshold] < THRESHOLD_RANK[effective.risk_threshold]:
+            raise InvalidInput(
+                f"risk_threshold {threshold!r} is looser than the team policy "
+                f"({effective.risk_threshold!r}): {LOOSER}."
+            )
+    out["risk_threshold"] = threshold or effective.risk_threshold
+
+    limit = effective.max_iterations_per_run
+    iterations = requested.get("max_iterations")
+    if iterations is not None:
+        if isinstance(iterations, bool) or not isinstance(iterations, int):
+            raise InvalidInput("max_iterations must be a whole number.")
+        if not 1 <= iterations <= MAX_ITERATIONS:
+            raise InvalidInput(f"max_iterations must be between 1 and {MAX_ITERATIONS}.")
+        if limit is not None and iterations > limit:
+            raise InvalidInput(
+                f"max_iterations {iterations} is above the team policy's limit of {limit} "
+                f"iterations per run: {LOOSER}."
+            )
+        out["max_iterations"] = iterations
+    else:
+        out["max_iterations"] = _min_set(limit, settings.CANVAS_MAX_ITERATIONS)
+
+    run_limit = effective.max_cost_per_run_usd
+    cost = requested.get("max_cost_usd")
+    if cost is not None:
+        cost = _decimal(cost, "max_cost_usd")
+        if run_limit is not None and cost > run_limit:
+            raise InvalidInput(
+                f"max_cost_usd {cost} is above the team policy's limit of ${run_limit} per "
+                f"run: {LOOSER}."
+            )
+    cost = cost if cost is not None else run_limit
+    out["max_cost_usd"] = float(cost) if cost is not None else None
+
+    tools = requested.get("tools")
+    if tools is not None:
+        if isinstance(tools, str) or not all(isinstance(t, str) for t in tools):
+            raise InvalidInput("tools must be a list of tool names.")
+        tools = tuple(dict.fromkeys(tools))
+        refused = [name for name in tools if not effective.tool_allowed(name)]
+        if refused:
+            raise InvalidInput(
+                f"tools not allowed by the team policy: {', '.join(refused)}: {LOOSER}."
+            )
+    out["tools"] = tools
+    return out
+
+
+# --- changing a policy ------------------------------------------------------------------------
+
+EDITABLE = (
+    "confirmation_mode", "risk_threshold", "allowed_tools", "allowed_agent_kinds",
+    "max_iterations_per_run", "max_cost_per_run_usd", "max_cost_per_month_usd",
+    "max_concurrent_runs",
+)  # fmt: skip
+
+
+def _names(value: Any, field: str, pattern: re.Pattern[str]) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise InvalidInput(f"{field} must be a list of names.")
+    bad = [v for v in value if not isinstance(v, str) or not pattern.match(v)]
+    if bad:
+        raise InvalidInput(f"{field} has invalid entries: {', '.join(map(repr, bad))}.")
+    return list(dict.fromkeys(value))
+
+
+def _count(value: Any, field: str, top: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+        raise InvalidInput(f"{field} must be a whole number from 1 to {top}, or null.")
+    return value
+
+
+def _clean(fields: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = set(fields) - set(EDITABLE)
+    if unknown:
+        raise InvalidInput(f"unknown policy fields: {', '.join(sorted(unknown))}.")
+    cleaned: dict[str, Any] = {}
+    for key, value in fields.items():
+        if key == "confirmation_mode":
+            cleaned[key] = _ranked(value, key, CONFIRMATION_RANK)
+        elif key == "risk_threshold":
+            cleaned[key] = _ranked(value, key, THRESHOLD_RANK)
+        elif key == "allowed_tools":
+            cleaned[key] = _names(value, key, TOOL_NAME)
+        elif key == "allowed_agent_kinds":
+            cleaned[key] = _names(value, key, AGENT_KIND)
+        elif key == "max_iterations_per_run":
+            cleaned[key] = _count(value, key, MAX_ITERATIONS)
+        elif key == "max_concurrent_runs":
+            cleaned[key] = _count(value, key, 10_000)
+        else:  # the two money limits
+            cleaned[key] = (
+                None if value is None else _decimal(value, key).quantize(Decimal("0.0001"))
+            )
+    return cleaned
+
+
+def _snapshot(row: Policy) -> dict[str, Any]:
+    data = {key: getattr(row, key) for key in EDITABLE}
+    return {k: (str(v) if isinstance(v, Decimal) else v) for k, v in data.items()}
+
+
+def policy_update(*, by, team: Team | None, **fields: Any) -> Policy:
+    """Change the team's policy row (created on first change); `team=None` is the site
+    default, which only site admins may change. Audited with before and after."""
+    if team is None:
+        if not getattr(by, "is_superuser", False):
+            raise Forbidden("only site administrators can change the site default policy.")
+    elif not role_allows(team_role(by, team.pk), Action.ADMINISTER):
+        raise Forbidden("only team admins and owners can change the team policy.")
+    cleaned = _clean(fields)
+    with transaction.atomic():
+        # get_or_create re-reads when a concurrent first change wins the unique constraint.
+        row, created = Policy.objects.select_for_update().get_or_create(team=team)
+        before = None if created else _snapshot(row)
+        for key, value in cleaned.items():
+            setattr(row, key, value)
+        row.updated_by = by if getattr(by, "is_authenticated", False) else None
+        row.save()
+        row.refresh_from_db()  # normalise decimals as stored, for the audit and the caller
+        audit_record(
+            actor=by, kind="policy.updated", team=team, target=team.name if team else "site",
+            data={"before": before, "after": _snapshot(row)},
+        )  # fmt: skip
+    return row

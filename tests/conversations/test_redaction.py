@@ -1,0 +1,254 @@
+"""Redaction is pure: every encoding, every byte offset, every split point, no database."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import random
+import re
+from urllib.parse import quote, quote_plus
+
+import pytest
+
+from conversations import redaction
+from conversations.events import (
+    ObservationEvent,
+    Status,
+    StatusChangeEvent,
+    SystemPromptEvent,
+    event_from_payload,
+    event_to_payload,
+)
+from conversations.redaction import Redactor, StreamRedactor, redactor_for_team
+from conversations.secret_forms import WRAP_TOLERANT_MAX_BYTES
+
+SECRET = 'tok_9fA2"qu\\ote+sl/ash&eq=é~Z'
+"""Characters JSON and URL encoding both change, and one outside ASCII."""
+LABEL = "<secret:API_KEY>"
+B64_CHARS = re.compile(r"[A-Za-z0-9+/_-]+")
+
+
+@pytest.fixture
+def redactor() -> Redactor:
+    return Redactor({"API_KEY": SECRET})
+
+
+def recoverable(text: str, secret: bytes) -> bool:
+    """Whether any run of base64 characters in `text` decodes to bytes containing `secret`,
+    at any of the 4 character alignments and in either alphabet."""
+    for run in B64_CHARS.findall(text.replace("\r", "").replace("\n", "")):
+        run = run.replace("-", "+").replace("_", "/")
+        for start in range(4):
+            body = run[start:]
+            if len(body) % 4 == 1:
+                body = body[:-1]  # one lone character holds no whole byte
+            body += "=" * (-len(body) % 4)
+            try:
+                if secret in base64.b64decode(body):
+                    return True
+            except binascii.Error:
+                continue
+    return False
+
+
+def test_plain_value_is_replaced_with_its_name(redactor: Redactor) -> None:
+    assert redactor.redact(f"key={SECRET}; again {SECRET}.") == f"key={LABEL}; again {LABEL}."
+    assert redactor.redact("nothing here") == "nothing here"
+
+
+@pytest.mark.parametrize(
+    "encoded",
+    [
+        json.dumps(SECRET)[1:-1],
+        json.dumps(SECRET, ensure_ascii=False)[1:-1],
+        quote(SECRET),
+        quote(SECRET, safe=""),
+        re.sub("%..", lambda m: m.group().lower(), quote(SECRET, safe="")),
+        quote_plus(SECRET),
+        SECRET.encode().hex(),
+        SECRET.encode().hex().upper(),
+    ],
+    ids=["json", "json-utf8", "quote", "quote-all", "quote-lower", "quote-plus", "hex", "HEX"],
+)
+def test_text_encodings(redactor: Redactor, encoded: str) -> None:
+    assert encoded != SECRET
+    assert redactor.redact(f"a {encoded} b") == f"a {LABEL} b"
+
+
+@pytest.mark.parametrize("prefix", range(6))
+@pytest.mark.parametrize("suffix", range(4))
+@pytest.mark.parametrize("encode", [base64.b64encode, base64.urlsafe_b64encode, base64.encodebytes])
+def test_base64_at_every_offset_cannot_be_decoded_back(prefix, suffix, encode) -> None:
+    rng = random.Random(prefix * 10 + suffix)
+    secret = bytes(rng.randrange(256) for _ in range(45))  # long enough to wrap at 76 columns
+    value = secret.decode("latin-1")
+    redactor = Redactor({"BLOB": value})
+    before, after = rng.randbytes(prefix), rng.randbytes(suffix)
+    encoded = encode(before + value.encode() + after).decode()
+    assert recoverable(encoded, value.encode())
+    redacted = redactor.redact(f"out: {encoded} end")
+    assert "<secret:BLOB>" in redacted
+    assert not recoverable(redacted, value.encode())
+
+
+@pytest.mark.parametrize("prefix", range(3))
+@pytest.mark.parametrize("suffix", range(3))
+def test_what_is_left_of_base64_depends_on_the_surrounding_bytes_only(prefix, suffix) -> None:
+    """The partial characters next to the secret are consumed too, so two different secrets of
+    one length leave exactly the same text behind."""
+    rng = random.Random(prefix * 3 + suffix)
+    before, after = rng.randbytes(prefix), rng.randbytes(suffix)
+    leftovers = set()
+    for _ in range(8):
+        value = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(20))
+        encoded = base64.b64encode(before + value.encode() + after).decode()
+        leftovers.add(Redactor({"K": value}).redact(encoded))
+    assert len(leftovers) == 1, leftovers
+
+
+def test_large_values_match_unwrapped_base64() -> None:
+    value = "k" * (WRAP_TOLERANT_MAX_BYTES + 10)
+    redacted = Redactor({"BIG": value}).redact(base64.b64encode(b"xy" + value.encode()).decode())
+    assert not recoverable(redacted, value.encode())
+
+
+def test_short_values_are_redacted_plainly_but_not_encoded() -> None:
+    redactor = Redactor({"PIN": "ab1"})
+    assert redactor.redact("pin ab1, xab1x") == "pin <secret:PIN>, x<secret:PIN>x"
+    assert redactor.redact(base64.b64encode(b"ab1").decode()) == "YWIx"
+
+
+def test_a_longer_secret_is_replaced_whole_when_it_extends_another() -> None:
+    redactor = Redactor({"SHORT": "token", "LONG": "token-and-more"})
+    assert redactor.redact("token-and-more token") == "<secret:LONG> <secret:SHORT>"
+
+
+def test_one_value_under_two_names_uses_the_first() -> None:
+    assert Redactor([("A", "same-value"), ("B", "same-value")]).redact("same-value") == "<secret:A>"
+
+
+def test_empty_redactor_is_falsy_and_returns_text_unchanged() -> None:
+    redactor = Redactor({})
+    assert not redactor and redactor.redact("x") == "x"
+    assert Redactor({"EMPTY": ""}).redact("x") == "x"
+
+
+def test_nested_values(redactor: Redactor) -> None:
+    value = {"a": [SECRET, {"b": f"x{SECRET}"}, 3, None], SECRET: True}
+    assert redactor.redact_value(value) == {"a": [LABEL, {"b": f"x{LABEL}"}, 3, None], LABEL: True}
+
+
+def test_events_stay_valid_and_untouched_ones_are_the_same_object(redactor: Redactor) -> None:
+    clean = ObservationEvent(tool_call_id="c1", tool="terminal", content="fine")
+    assert redactor.redact_event(clean) is clean
+    dirty = ObservationEvent(tool_call_id="c1", tool="terminal", content=f"got {SECRET}\n")
+    out = redactor.redact_event(dirty)
+    assert isinstance(out, ObservationEvent)
+    assert out.content == f"got {LABEL}\n" and out.id == dirty.id
+    assert out.timestamp == dirty.timestamp
+    schema = SystemPromptEvent(content="p", tools=[{"description": f"use {SECRET}"}])
+    assert redactor.redact_event(schema).tools == [{"description": f"use {LABEL}"}]
+
+
+def test_typed_fields_are_never_redacted() -> None:
+    """A secret that happens to equal an enum value must not make events invalid."""
+    redactor = Redactor({"ODD": "running"})
+    event = StatusChangeEvent(status=Status.RUNNING, previous=Status.IDLE, reason="now running")
+    out = redactor.redact_event(event)
+    assert out.status == Status.RUNNING and out.reason == "now <secret:ODD>"
+    assert event_from_payload(out.type, event_to_payload(out)) == out
+
+
+# -- streams ---------------------------------------------------------------------------------
+
+
+def stream(redactor: Redactor, chunks: list[str]) -> str:
+    s = StreamRedactor(redactor)
+    return "".join(s.feed(c) for c in chunks) + s.flush()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"before {SECRET} after",
+        f"b64 {base64.b64encode(b'Authorization: ' + SECRET.encode()).decode()} end",
+        json.dumps({"k": SECRET}),
+        SECRET,
+    ],
+    ids=["plain", "base64", "json", "alone"],
+)
+def test_a_secret_split_at_any_point_never_leaves_in_clear(redactor, text) -> None:
+    expected = redactor.redact(text)
+    assert SECRET not in expected
+    for k in range(len(text) + 1):
+        assert stream(redactor, [text[:k], text[k:]]) == expected, k
+
+
+def test_char_by_char_and_random_chunks(redactor: Redactor) -> None:
+    text = f"x{SECRET}y{SECRET}{SECRET}z" * 3
+    assert stream(redactor, list(text)) == redactor.redact(text)
+    rng = random.Random(7)
+    for _ in range(50):
+        cuts = sorted(rng.sample(range(1, len(text)), 6))
+        chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+        assert stream(redactor, chunks) == redactor.redact(text)
+
+
+def test_stream_emits_early_when_no_secret_can_be_pending(redactor: Redactor) -> None:
+    s = StreamRedactor(redactor)
+    text = "a" * (redactor.max_match * 3)
+    assert len(s.feed(text)) == len(text) - (redactor.max_match - 1)
+    assert StreamRedactor(Redactor({})).feed("abc") == "abc"
+
+
+# -- the team secret source ------------------------------------------------------------------
+
+
+@pytest.fixture
+def source():
+    calls: list[int] = []
+    values: dict[int, dict[str, str]] = {1: {"A": "first-value"}}
+
+    def read(team_id: int) -> dict[str, str]:
+        calls.append(team_id)
+        return dict(values.get(team_id, {}))
+
+    previous = redaction.register_secret_source(read)
+    yield calls, values
+    redaction.register_secret_source(previous)
+
+
+def test_version_zero_never_asks_the_source(source) -> None:
+    calls, _ = source
+    assert redactor_for_team(1, 0) is None
+    assert calls == []
+
+
+def test_one_read_per_version_and_old_values_stay_redacted(source) -> None:
+    calls, values = source
+    first = redactor_for_team(1, 1)
+    assert first is not None and first.redact("first-value") == "<secret:A>"
+    assert redactor_for_team(1, 1) is first and calls == [1]
+    values[1] = {"A": "second-value"}
+    second = redactor_for_team(1, 2)
+    assert calls == [1, 1]
+    # A command started before the change may still print the old value.
+    assert second.redact("first-value second-value") == "<secret:A> <secret:A>"
+    assert redactor_for_team(1, 1) is second  # an older reader never downgrades the cache
+
+
+def test_a_team_whose_secrets_were_all_deleted_costs_nothing(source) -> None:
+    calls, values = source
+    values[2] = {}
+    assert redactor_for_team(2, 3) is None
+    assert redactor_for_team(2, 3) is None
+    assert calls == [2]
+
+
+def test_no_source_means_no_redaction() -> None:
+    previous = redaction.register_secret_source(None)
+    try:
+        assert redactor_for_team(1, 5) is None
+    finally:
+        redaction.register_secret_source(previous)
