@@ -46,8 +46,16 @@ TOOLS: dict[str, dict[str, Any]] = {
 }
 
 
+def _varied(args: dict[str, Any], step: int) -> dict[str, Any]:
+    # Identical calls would (rightly) trip the stuck detector after four steps.
+    key = "thought" if "thought" in args else "command"
+    return {**args, key: f"{args[key]} # {step}" if key == "command" else f"{args[key]} {step}"}
+
+
 def _script_prompt(tool: str, steps: int) -> str:
-    return json.dumps({"script": [{"tool": tool, "args": TOOLS[tool]}] * steps})
+    return json.dumps(
+        {"script": [{"tool": tool, "args": _varied(TOOLS[tool], i)} for i in range(steps)]}
+    )
 
 
 def step_gaps_ms(conversation_id: str) -> list[float]:

@@ -9,24 +9,12 @@ from __future__ import annotations
 
 import uuid
 
-from django.db.models import QuerySet
-
 from common.errors import Forbidden, NotFound
 from conversations.models import Conversation
+from conversations.selectors import conversations_visible_to
 from teams.permissions import Action, ateam_role, role_allows, team_role
 
 __all__ = ["Action", "aconversation_for", "conversation_for", "conversations_visible_to"]
-
-
-def conversations_visible_to(user, team_id: int | None = None) -> QuerySet[Conversation]:
-    if not getattr(user, "is_authenticated", False) or not user.is_active:
-        return Conversation.objects.none()
-    rows = Conversation.objects.all()
-    if not user.is_superuser:
-        rows = rows.filter(team__memberships__user=user)
-    if team_id is not None:
-        rows = rows.filter(team_id=team_id)
-    return rows
 
 
 def _pk(conversation_id: uuid.UUID | str) -> uuid.UUID:

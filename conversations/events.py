@@ -94,6 +94,14 @@ class ActionEvent(BaseEvent):
     """Parallel calls from one response share llm_response_id and run in batch_index order."""
     usage: Usage | None = None
     """Set on the first call of a batch: the cost of the response that produced it."""
+    security_risk: str | None = None
+    """The model's own estimate (LOW, MEDIUM, HIGH), when the tool asks for one."""
+    risk: str | None = None
+    """Effective risk: the higher of the model's estimate and the pattern analyzer's."""
+    risk_rules: list[str] = Field(default_factory=list)
+    """Ids of the analyzer rules the call tripped (orchestration.risk)."""
+    requires_confirmation: bool = False
+    """Held for a person's decision (ActionDecisionEvent) before it may run."""
 
 
 class ObservationEvent(BaseEvent):
@@ -104,6 +112,30 @@ class ObservationEvent(BaseEvent):
     is_error: bool = False
     exit_code: int | None = None
     interrupted: bool = False
+    rejected: bool = False
+    rejection_source: Literal["user", "hook", "policy"] | None = None
+    """Who refused the action, when it never ran."""
+
+
+class ActionDecisionEvent(BaseEvent):
+    """A person approved or rejected a held action. Exactly one per held action."""
+
+    type: Literal["action.decision"] = "action.decision"
+    action_id: str
+    """The held ActionEvent's id."""
+    tool_call_id: str
+    decision: Literal["approved", "rejected"]
+    by: str
+    """Username of who decided."""
+    reason: str = ""
+
+
+class ActionStartedEvent(BaseEvent):
+    """A held action began to run after its batch was decided. Written only there: if the
+    worker dies mid-action, recovery knows not to run it a second time."""
+
+    type: Literal["tool.started"] = "tool.started"
+    tool_call_id: str
 
 
 class AgentErrorEvent(BaseEvent):
@@ -152,6 +184,8 @@ Event = Annotated[
     | ActionEvent
     | ObservationEvent
     | AgentErrorEvent
+    | ActionDecisionEvent
+    | ActionStartedEvent
     | StatusChangeEvent
     | RunStartedEvent
     | RunFinishedEvent,
@@ -167,6 +201,8 @@ KNOWN_TYPES: frozenset[str] = frozenset(
         ActionEvent,
         ObservationEvent,
         AgentErrorEvent,
+        ActionDecisionEvent,
+        ActionStartedEvent,
         StatusChangeEvent,
         RunStartedEvent,
         RunFinishedEvent,
@@ -195,7 +231,9 @@ def event_from_payload(type_: str, payload: dict[str, Any]) -> AnyEvent:
 
 __all__ = [
     "SCHEMA_VERSION",
+    "ActionDecisionEvent",
     "ActionEvent",
+    "ActionStartedEvent",
     "AgentErrorEvent",
     "AgentMessageEvent",
     "AnyEvent",

@@ -46,6 +46,9 @@ class Conversation(models.Model):
         help_text="Id of the one task slice allowed to run next; other deliveries are no-ops.",
     )
     lease_token = models.CharField(max_length=64, null=True, blank=True)
+    interrupt_requested_at = models.DateTimeField(
+        null=True, blank=True, help_text="Set by Interrupt; the runner stops what is in flight."
+    )
     worker_host = models.CharField(
         max_length=255,
         blank=True,

@@ -7,8 +7,16 @@ from django.db.models import QuerySet
 from .models import Conversation, ConversationEvent
 
 
-def conversation_list_for_owner(*, user) -> QuerySet[Conversation]:
-    return Conversation.objects.filter(owner=user).order_by("-created_at")
+def conversations_visible_to(user, team_id: int | None = None) -> QuerySet[Conversation]:
+    """Conversations of the teams the user belongs to (all of them for site admins)."""
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        return Conversation.objects.none()
+    rows = Conversation.objects.all()
+    if not user.is_superuser:
+        rows = rows.filter(team__memberships__user=user)
+    if team_id is not None:
+        rows = rows.filter(team_id=team_id)
+    return rows
 
 
 def latest_run_id(conversation_id) -> str | None:

@@ -15,7 +15,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils.timezone import now
 
@@ -55,6 +55,38 @@ def _is_llm_step(event: BaseEvent) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class RowDelta:
+    """What a batch of events implies for the conversation row."""
+
+    status: str | None
+    tokens_in: int
+    tokens_out: int
+    cost_usd: Decimal
+    steps: int
+    run_started: bool
+
+
+def row_delta(events: Sequence[BaseEvent]) -> RowDelta:
+    status: str | None = None
+    tokens_in = tokens_out = steps = 0
+    cost = Decimal(0)
+    run_started = False
+    for event in events:
+        if isinstance(event, StatusChangeEvent):
+            status = event.status.value
+        elif isinstance(event, RunStartedEvent):
+            run_started = True
+        usage = getattr(event, "usage", None)
+        if usage is not None:
+            tokens_in += usage.prompt_tokens
+            tokens_out += usage.completion_tokens
+            cost += Decimal(str(usage.cost_usd))
+        if _is_llm_step(event):
+            steps += 1
+    return RowDelta(status, tokens_in, tokens_out, cost, steps, run_started)
+
+
 def append(
     conversation_id: uuid.UUID | str,
     events: Sequence[BaseEvent],
@@ -72,75 +104,81 @@ def append(
     """
     if not events:
         return []
+    pk = uuid.UUID(str(conversation_id))
     with transaction.atomic():
-        # The team's secrets_version rides along on the locking read (the team row itself is
-        # not locked), so a secret committed before this append is always redacted.
-        conversation = (
-            Conversation.objects.select_for_update(of=("self",))
-            .select_related("team")
-            .only("id", "last_seq", "status", "lease_token", "team", "team__secrets_version")
-            .get(pk=conversation_id)
-        )
-        if lease_token is not None and conversation.lease_token != lease_token:
-            raise StaleLeaseError(f"run lease on {conversation.pk} is no longer held")
-        redactor = redaction.redactor_for_team(
-            conversation.team_id, conversation.team.secrets_version
-        )
-        if redactor is not None:
-            events = redactor.redact_events(events)
-        first = conversation.last_seq + 1
-        rows = [
-            ConversationEvent(
-                conversation_id=conversation.pk,
-                seq=first + offset,
-                type=event.type,  # type: ignore[attr-defined]
-                schema_version=SCHEMA_VERSION,
-                payload=event_to_payload(event),
+        if connection.vendor == "postgresql" and FAST_PATH:
+            from .store_postgres import append_rows
+
+            events, payloads, seqs, created_at, status = append_rows(
+                pk, events, lease_token=lease_token, delta=row_delta(events)
             )
-            for offset, event in enumerate(events)
-        ]
-        ConversationEvent.objects.bulk_create(rows)
-
-        updates: dict[str, Any] = {"last_seq": first + len(events) - 1, "updated_at": now()}
-        status = conversation.status
-        tokens_in = tokens_out = steps = 0
-        cost = Decimal(0)
-        run_started = False
-        for event in events:
-            if isinstance(event, StatusChangeEvent):
-                status = event.status.value
-            elif isinstance(event, RunStartedEvent):
-                run_started = True
-            usage = getattr(event, "usage", None)
-            if usage is not None:
-                tokens_in += usage.prompt_tokens
-                tokens_out += usage.completion_tokens
-                cost += Decimal(str(usage.cost_usd))
-            if _is_llm_step(event):
-                steps += 1
-        if status != conversation.status:
-            updates["status"] = status
-        if tokens_in or tokens_out or cost:
-            updates["tokens_in"] = F("tokens_in") + tokens_in
-            updates["tokens_out"] = F("tokens_out") + tokens_out
-            updates["cost_usd"] = F("cost_usd") + cost
-        if steps:
-            updates["steps"] = F("steps") + steps
-        if run_started:
-            updates["run_steps"] = steps
-        elif steps:
-            updates["run_steps"] = F("run_steps") + steps
-        Conversation.objects.filter(pk=conversation.pk).update(**updates)
-
+        else:
+            events, payloads, seqs, created_at, status = _append_rows_orm(
+                pk, events, lease_token=lease_token
+            )
         stored = [
-            StoredEvent(seq=row.seq, created_at=row.created_at, event=event)
-            for row, event in zip(rows, events, strict=True)
+            StoredEvent(seq=seq, created_at=created_at, event=event)
+            for seq, event in zip(seqs, events, strict=True)
         ]
-        records = [s.as_record() for s in stored]
-        transaction.on_commit(
-            lambda: broadcast.publish_events(conversation.pk, records, status=status)
-        )
+        records = [{"seq": seq, **payload} for seq, payload in zip(seqs, payloads, strict=True)]
+        transaction.on_commit(lambda: broadcast.publish_events(pk, records, status=status))
     return stored
+
+
+FAST_PATH = True
+"""Postgres appends in one statement (see store_postgres); tests switch it off to prove the
+portable path behaves the same."""
+
+
+def redact(team_id: int, secrets_version: int, events: Sequence[BaseEvent]) -> list[BaseEvent]:
+    redactor = redaction.redactor_for_team(team_id, secrets_version)
+    return redactor.redact_events(events) if redactor is not None else list(events)
+
+
+def _append_rows_orm(pk: uuid.UUID, events: Sequence[BaseEvent], *, lease_token: str | None):
+    """The portable path: lock the row, insert, update. Call inside a transaction."""
+    # The team's secrets_version rides along on the locking read (the team row itself is
+    # not locked), so a secret committed before this append is always redacted.
+    conversation = (
+        Conversation.objects.select_for_update(of=("self",))
+        .select_related("team")
+        .only("id", "last_seq", "status", "lease_token", "team", "team__secrets_version")
+        .get(pk=pk)
+    )
+    if lease_token is not None and conversation.lease_token != lease_token:
+        raise StaleLeaseError(f"run lease on {pk} is no longer held")
+    events = redact(conversation.team_id, conversation.team.secrets_version, events)
+    payloads = [event_to_payload(event) for event in events]
+    first = conversation.last_seq + 1
+    rows = ConversationEvent.objects.bulk_create(
+        ConversationEvent(
+            conversation_id=pk,
+            seq=first + offset,
+            type=payload["type"],
+            schema_version=SCHEMA_VERSION,
+            payload=payload,
+        )
+        for offset, payload in enumerate(payloads)
+    )
+    created_at = rows[0].created_at
+    delta = row_delta(events)
+    updates: dict[str, Any] = {"last_seq": first + len(events) - 1, "updated_at": now()}
+    status = delta.status or conversation.status
+    if status != conversation.status:
+        updates["status"] = status
+    if delta.tokens_in or delta.tokens_out or delta.cost_usd:
+        updates["tokens_in"] = F("tokens_in") + delta.tokens_in
+        updates["tokens_out"] = F("tokens_out") + delta.tokens_out
+        updates["cost_usd"] = F("cost_usd") + delta.cost_usd
+    if delta.steps:
+        updates["steps"] = F("steps") + delta.steps
+    if delta.run_started:
+        updates["run_steps"] = delta.steps
+    elif delta.steps:
+        updates["run_steps"] = F("run_steps") + delta.steps
+    Conversation.objects.filter(pk=pk).update(**updates)
+    seqs = list(range(first, first + len(events)))
+    return events, payloads, seqs, created_at, status
 
 
 def _to_stored(rows: Iterable[ConversationEvent]) -> list[StoredEvent]:

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from conversations.events import ActionEvent, AgentMessageEvent, BaseEvent, ObservationEvent
 from workspaces.base import WorkspacePathError
 
-from .tools.base import Tool, ToolContext, ToolResult
+from .tools.base import SECURITY_RISK_ARGUMENT, Tool, ToolContext, ToolResult
 
 if TYPE_CHECKING:
     from .llm import LLMResponse
@@ -99,6 +99,7 @@ def execute_action(action: ActionEvent, tools: Mapping[str, Tool], ctx: ToolCont
             action,
             f"Arguments for tool '{action.tool}' must be a JSON object, not {type(data).__name__}.",
         )
+    data = {k: v for k, v in data.items() if k != SECURITY_RISK_ARGUMENT}  # for the policy only
     try:
         args = tool.args_model.model_validate(data)
     except ValidationError as exc:
@@ -112,11 +113,40 @@ def execute_action(action: ActionEvent, tools: Mapping[str, Tool], ctx: ToolCont
     return Outcome(_observation(action, result), finish=result.finish)
 
 
-def interrupted_observation(action: ActionEvent) -> ObservationEvent:
+def rejected_observation(
+    action: ActionEvent, *, source: str, by: str, reason: str = ""
+) -> ObservationEvent:
+    """What the model reads when a person, a hook or the policy refused its action."""
+    who = {"user": f"{by} rejected", "hook": f"The hook {by!r} blocked"}.get(
+        source, "The team policy blocked"
+    )
+    content = f"{who} this action; it did not run."
+    if reason:
+        content += f" Reason: {reason}"
+    content += " Choose another way to proceed, or ask for guidance."
     return ObservationEvent(
         tool_call_id=action.tool_call_id,
         tool=action.tool,
-        content=INTERRUPTED_MESSAGE,
+        content=content,
+        is_error=True,
+        rejected=True,
+        rejection_source=source,  # type: ignore[arg-type]
+    )
+
+
+def interrupted_observation(action: ActionEvent, *, by: str | None = None) -> ObservationEvent:
+    content = (
+        INTERRUPTED_MESSAGE
+        if by is None
+        else (
+            f"{by} interrupted this action while it ran; it may have partly run. Verify the state "
+            "before relying on it or repeating it."
+        )
+    )
+    return ObservationEvent(
+        tool_call_id=action.tool_call_id,
+        tool=action.tool,
+        content=content,
         is_error=True,
         interrupted=True,
     )

@@ -21,12 +21,16 @@ from django.utils import timezone
 
 from conversations import store
 from conversations.events import (
+    ActionDecisionEvent,
     ActionEvent,
+    ActionStartedEvent,
     AgentErrorEvent,
     BaseEvent,
+    ObservationEvent,
     RunFinishedEvent,
     Status,
     StatusChangeEvent,
+    UserMessageEvent,
 )
 from conversations.models import Conversation
 from conversations.view import unanswered_actions
@@ -34,18 +38,31 @@ from teams.budget import spend_add
 from teams.policies import policy_for_team
 from workspaces.local import workspace_for
 
+from . import hook_points
 from .admission import QUEUE_RETRY_SECONDS, admitted_runs, lock_team, note_queued
 from .agent import AgentConfig
+from .confirmation import assess, needs_confirmation, parse_arguments
 from .dispatch import enqueue_slice_on_commit, new_slice_id, send_slice
 from .history import History, history_refresh
 from .limits import LIMIT_REASONS, limit_reached, run_limits, tool_refused
 from .llm import LiteLLMClient, LLMClient, LLMError
-from .loop import events_from_response, execute_action, interrupted_observation
+from .loop import (
+    events_from_response,
+    execute_action,
+    interrupted_observation,
+    rejected_observation,
+)
+from .notify import notify_status_on_commit
 from .profiles import UnknownProfileError, profile_get, profile_with_api_key
+from .stuck import detect_stuck
 from .tools.base import Tool, ToolContext, team_secrets, tool_schema
 from .tools.registry import tools_for
 
 logger = logging.getLogger(__name__)
+
+NOTIFY_STATUSES = frozenset(
+    {Status.WAITING_FOR_CONFIRMATION, Status.FINISHED, Status.ERROR, Status.STUCK}
+)
 
 
 def _lease_ttl() -> timedelta:
@@ -107,24 +124,36 @@ def _claim(conversation_id: str, slice_id: str, row: dict) -> str | float | None
 
 
 class _Heartbeat:
-    """Renews the lease in the background so a long tool call does not lose it."""
+    """Renews the lease in the background so a long tool call does not lose it, and watches
+    for an Interrupt so the LLM call or command in flight can be abandoned within a second."""
+
+    POLL_SECONDS = 0.25
 
     def __init__(self, conversation_id: str, token: str) -> None:
         self.conversation_id = conversation_id
         self.token = token
         self.lost = threading.Event()
+        self.cancel = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
 
     def _run(self) -> None:
         interval = max(0.2, settings.CANVAS_LEASE_SECONDS / 3)
+        renew_at = time.monotonic() + interval
+        rows = Conversation.objects.filter(pk=self.conversation_id)
         try:
-            while not self._stop.wait(interval):
-                renewed = Conversation.objects.filter(
-                    pk=self.conversation_id, lease_token=self.token
-                ).update(lease_expires_at=timezone.now() + _lease_ttl())
+            while not self._stop.wait(self.POLL_SECONDS):
+                if rows.values_list("interrupt_requested_at", flat=True).first() is not None:
+                    self.cancel.set()
+                if time.monotonic() < renew_at:
+                    continue
+                renew_at = time.monotonic() + interval
+                renewed = rows.filter(lease_token=self.token).update(
+                    lease_expires_at=timezone.now() + _lease_ttl()
+                )
                 if not renewed:
                     self.lost.set()
+                    self.cancel.set()
                     return
         finally:
             connection.close()
@@ -138,10 +167,23 @@ class _Heartbeat:
         self._thread.join()
 
 
+class Interrupted(Exception):
+    """A person interrupted the run while the model was thinking."""
+
+
 class SliceRunner:
-    def __init__(self, conversation: Conversation, token: str, llm: LLMClient | None = None):
+    def __init__(
+        self,
+        conversation: Conversation,
+        token: str,
+        llm: LLMClient | None = None,
+        cancel: threading.Event | None = None,
+    ):
         self.conversation_id = str(conversation.pk)
         self.token = token
+        self.cancel = cancel or threading.Event()
+        self.workspace_root = conversation.workspace_path or None
+        self.title = conversation.title
         self.config = AgentConfig.model_validate(conversation.agent_config)
         self.team_id: int = conversation.team_id
         # Re-read at every slice: a policy tightened mid-run applies from the next slice.
@@ -154,6 +196,7 @@ class SliceRunner:
             conversation_id=self.conversation_id,
             workspace=workspace_for(self.conversation_id, conversation.workspace_path or None),
             secrets=team_secrets(conversation.team_id),
+            cancel=self.cancel,
         )
         self._llm = llm
         self.history: History = history_refresh(self.conversation_id)
@@ -181,53 +224,202 @@ class SliceRunner:
             RunFinishedEvent(run_id=self.history.state.run_id or "", status=status, reason=reason)
         )
         self.append(events)
+        self._notify(status, reason)
 
     def recover(self) -> None:
-        """Give every action left without a result one, before the model is asked anything."""
-        for action in unanswered_actions(self.history.events):
+        """Give every action left without a result one, before the model is asked anything.
+
+        Held batches whose decisions are in run now, in order: approved and unflagged actions
+        execute, and a held action nobody decided (the person wrote a message instead) is
+        refused. Anything else without a result was cut off by a dying worker: read-only tools
+        are re-run, the rest get an observation saying they were interrupted.
+        """
+        events = self.history.events
+        decisions = {e.action_id: e for e in events if isinstance(e, ActionDecisionEvent)}
+        started = {e.tool_call_id for e in events if isinstance(e, ActionStartedEvent)}
+        held_batches = {
+            e.llm_response_id
+            for e in events
+            if isinstance(e, ActionEvent) and e.requires_confirmation
+        }
+        for action in unanswered_actions(events):
             tool = self.tools.get(action.tool)
-            if tool is not None and tool.read_only:
-                outcome = execute_action(action, self.tools, self.ctx)
-                self.append([outcome.observation])
-            else:
+            decision = decisions.get(action.id)
+            if action.tool_call_id in started or (
+                action.llm_response_id not in held_batches and not (tool and tool.read_only)
+            ):
                 self.append([interrupted_observation(action)])
+            elif action.requires_confirmation and decision is None:
+                self.append(
+                    [rejected_observation(action, source="user", by="Nobody",
+                                          reason="it was not approved before the conversation "
+                                          "moved on")]
+                )  # fmt: skip
+            elif action.llm_response_id in held_batches:
+                self.append([ActionStartedEvent(tool_call_id=action.tool_call_id)])
+                if not self.run_action(action):
+                    return
+            else:  # read-only, safe to run again
+                self.run_action(action)
+
+    def run_action(self, action: ActionEvent) -> bool:
+        """Run one action through policy, hooks and the tool; False when a finish was asked."""
+        if not self.limits.tool_allowed(action.tool):
+            self.append([tool_refused(action.tool_call_id, action.tool)])
+            return True
+        verdict = hook_points.pre_tool_use(
+            team_id=self.team_id, conversation_id=self.conversation_id, action=action,
+            arguments=parse_arguments(action.arguments) or {}, cwd=self.workspace_root,
+        )  # fmt: skip
+        self._report_hook_failures(verdict)
+        if not verdict.allowed:
+            self.append(
+                [
+                    rejected_observation(
+                        action, source="hook", by=verdict.hook, reason=verdict.reason
+                    )
+                ]
+            )
+            return True
+        outcome = execute_action(action, self.tools, self.ctx)
+        observation = outcome.observation
+        if self.cancel.is_set() and not outcome.finish:
+            observation = observation.model_copy(update={"interrupted": True})
+        after = hook_points.post_tool_use(
+            team_id=self.team_id, conversation_id=self.conversation_id, action=action,
+            observation=observation, cwd=self.workspace_root,
+        )  # fmt: skip
+        self._report_hook_failures(after)
+        if not after.allowed:
+            observation = observation.model_copy(
+                update={"content": f"{observation.content}\n[hook {after.hook!r}: {after.reason}]"}
+            )
+        self.append([observation])
+        return not outcome.finish
+
+    def _report_hook_failures(self, verdict) -> None:
+        if verdict.failures:
+            self.append(
+                [AgentErrorEvent(code="hook_failed", message=line) for line in verdict.failures]
+            )
+
+    def _complete(self):
+        """Ask the model, abandoning the call if the run is interrupted meanwhile."""
+        llm = self.llm  # resolves the profile (and its key) here, not in the thread
+        result: dict[str, object] = {}
+
+        def call() -> None:
+            try:
+                result["response"] = llm.complete(self.history.messages, self.schemas)
+            except BaseException as exc:  # handed back to the runner's thread
+                result["error"] = exc
+
+        thread = threading.Thread(target=call, name="llm-call", daemon=True)
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.1)
+            if self.cancel.is_set():
+                raise Interrupted()
+        if "error" in result:
+            raise result["error"]  # type: ignore[misc]
+        return result["response"]
+
+    def _finish(self, reason: str, final_message: str) -> bool:
+        """End the run unless a Stop hook sends the agent back to work. False: run ended."""
+        verdict = hook_points.stop(
+            team_id=self.team_id, conversation_id=self.conversation_id,
+            final_message=final_message, cwd=self.workspace_root,
+        )  # fmt: skip
+        self._report_hook_failures(verdict)
+        if verdict.allowed:
+            self.end(Status.FINISHED, reason)
+            return False
+        self.append(
+            [UserMessageEvent(text=f"[Stop hook {verdict.hook}] {verdict.reason}",
+                              sender=f"hook:{verdict.hook}")]
+        )  # fmt: skip
+        return True
 
     def step(self) -> bool:
-        """One LLM response and its tool calls. Returns False once the run has ended."""
+        """One LLM response and its tool calls. Returns False once the run has stopped."""
         reached = limit_reached(self.limits, self.history.state, self.team_id)
         if reached is not None:
             self.end(Status.ERROR, LIMIT_REASONS[reached.code], reached)
             return False
         try:
-            response = self.llm.complete(self.history.messages, self.schemas)
+            response = self._complete()
+        except Interrupted:
+            return False
         except (LLMError, UnknownProfileError) as exc:
             code = getattr(exc, "code", "unknown_model")
             self.end(Status.ERROR, "model error", AgentErrorEvent(code=code, message=str(exc)))
             return False
-        produced = events_from_response(response)
-        self.append(produced, spend=response.usage.cost_usd)
-        if not response.tool_calls:
-            self.end(Status.FINISHED, "the agent answered")
+        produced = self._assess(events_from_response(response))
+        actions = [e for e in produced if isinstance(e, ActionEvent)]
+        if any(a.requires_confirmation for a in actions):
+            held = sum(a.requires_confirmation for a in actions)
+            reason = (
+                f"{held} action{'s' if held > 1 else ''} need{'' if held > 1 else 's'} approval"
+            )
+            waiting = StatusChangeEvent(
+                status=Status.WAITING_FOR_CONFIRMATION, previous=Status.RUNNING, reason=reason
+            )
+            self.append([*produced, waiting], spend=response.usage.cost_usd)
+            self._notify(Status.WAITING_FOR_CONFIRMATION, reason)
             return False
+        self.append(produced, spend=response.usage.cost_usd)
+        if not actions:
+            return self._finish("the agent answered", response.content or "")
         finished = False
-        for action in (e for e in produced if isinstance(e, ActionEvent)):
-            if not self.limits.tool_allowed(action.tool):
-                self.append([tool_refused(action.tool_call_id, action.tool)])
-                continue
-            outcome = execute_action(action, self.tools, self.ctx)
-            self.append([outcome.observation])
-            finished = finished or outcome.finish
+        for action in actions:
+            finished = not self.run_action(action) or finished
+            if self.cancel.is_set():
+                return False
         if finished:
-            self.end(Status.FINISHED, "the agent called finish")
+            final = next(
+                (e.content for e in reversed(self.history.events)
+                 if isinstance(e, ObservationEvent) and e.tool == "finish"), "",
+            )  # fmt: skip
+            return self._finish("the agent called finish", final)
+        stuck = detect_stuck(self.history.events)
+        if stuck is not None:
+            self.end(
+                Status.STUCK, stuck.message,
+                AgentErrorEvent(code=f"stuck_{stuck.pattern}",
+                                message=f"{stuck.message} Send a message to get it going again."),
+            )  # fmt: skip
             return False
         return True
+
+    def _assess(self, produced: list[BaseEvent]) -> list[BaseEvent]:
+        """Fill in each action's risk and whether it must wait for a person."""
+        assessed: list[BaseEvent] = []
+        for event in produced:
+            if isinstance(event, ActionEvent):
+                tool = self.tools.get(event.tool)
+                event = assess(event, tool, self.workspace_root)
+                if needs_confirmation(
+                    event, tool, mode=self.limits.confirmation_mode,
+                    threshold=self.limits.risk_threshold,
+                ):  # fmt: skip
+                    event = event.model_copy(update={"requires_confirmation": True})
+            assessed.append(event)
+        return assessed
+
+    def _notify(self, status: Status, reason: str) -> None:
+        """Tell the team's webhook (if any) about moments people act on."""
+        if status in NOTIFY_STATUSES:
+            notify_status_on_commit(
+                conversation_id=self.conversation_id, team_id=self.team_id,
+                status=status.value, reason=reason, title=self.title,
+            )  # fmt: skip
 
     def run(self, *, max_steps: int, max_seconds: float) -> None:
         self.recover()
         deadline = time.monotonic() + max_seconds
         for _ in range(max_steps):
             self.history = history_refresh(self.conversation_id)
-            if self.history.state.status != Status.RUNNING:
+            if self.history.state.status != Status.RUNNING or self.cancel.is_set():
                 return
             if not self.step() or time.monotonic() >= deadline:
                 return
@@ -279,10 +471,10 @@ def run_slice(conversation_id: str, slice_id: str, *, llm: LLMClient | None = No
         return claim
     token = claim
     try:
-        with _Heartbeat(conversation_id, token):
+        with _Heartbeat(conversation_id, token) as heartbeat:
             conversation = Conversation.objects.get(pk=conversation_id)
             try:
-                SliceRunner(conversation, token, llm).run(
+                SliceRunner(conversation, token, llm, heartbeat.cancel).run(
                     max_steps=settings.CANVAS_SLICE_STEPS,
                     max_seconds=settings.CANVAS_SLICE_SECONDS,
                 )

@@ -66,7 +66,8 @@ def _check_text(text: str) -> str:
 
 def _start_run(conversation: Conversation, previous: Status, trigger: str) -> list:
     conversation.run_slice = new_slice_id()
-    conversation.save(update_fields=["run_slice", "updated_at"])
+    conversation.interrupt_requested_at = None  # an old Interrupt must not stop the new run
+    conversation.save(update_fields=["run_slice", "interrupt_requested_at", "updated_at"])
     enqueue_slice_on_commit(
         conversation.pk, conversation.run_slice, worker_host=conversation.worker_host
     )

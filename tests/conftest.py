@@ -60,11 +60,12 @@ def dispatched(monkeypatch) -> list[tuple[str, str]]:
     def capture(conversation_id, slice_id, **_routing) -> None:
         sent.append((str(conversation_id), slice_id))
 
+    import orchestration.approvals
     import orchestration.runner
     import orchestration.services
 
-    monkeypatch.setattr(orchestration.services, "enqueue_slice_on_commit", capture)
-    monkeypatch.setattr(orchestration.runner, "enqueue_slice_on_commit", capture)
+    for module in (orchestration.services, orchestration.runner, orchestration.approvals):
+        monkeypatch.setattr(module, "enqueue_slice_on_commit", capture)
     return sent
 
 

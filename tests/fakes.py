@@ -77,8 +77,9 @@ def think_until(n: int, *, thought: str = "x") -> Responder:
     """A responder that calls `think` for the first `n` turns, then `finish`."""
 
     def respond(request: dict[str, Any]) -> Outcome:
-        if assistant_turns(request) < n:
-            return Outcome(tool="think", args={"thought": thought})
+        turn = assistant_turns(request)
+        if turn < n:  # numbered: identical calls would trip the stuck detector
+            return Outcome(tool="think", args={"thought": f"{thought} {turn}"})
         return Outcome(tool="finish", args={"message": "done"})
 
     return respond
@@ -88,8 +89,12 @@ def tool_until(n: int, tool: str, args: Any) -> Responder:
     """A responder that calls `tool` with `args` for the first `n` turns, then `finish`."""
 
     def respond(request: dict[str, Any]) -> Outcome:
-        if assistant_turns(request) < n:
-            return Outcome(tool=tool, args=args)
+        turn = assistant_turns(request)
+        if turn < n:  # numbered: identical calls would trip the stuck detector
+            varied = dict(args)
+            if "command" in varied:
+                varied["command"] = f"{varied['command']} # {turn}"
+            return Outcome(tool=tool, args=varied)
         return Outcome(tool="finish", args={"message": "done"})
 
     return respond

@@ -13,7 +13,8 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from conversations import store
-from conversations.events import UserMessageEvent
+from conversations.events import ActionEvent, Status, StatusChangeEvent, UserMessageEvent
+from teams.hooks import hook_create
 from teams.models import ApiToken, Membership
 from teams.secrets import secret_create
 from teams.services import member_add
@@ -63,6 +64,16 @@ def team_a(user, django_user_model, dispatched):
     store.append(conversation.pk, [UserMessageEvent(text="private")])
     secret_create(by=user, team=team, name="API_KEY", value="s3cr3t-value-abc", description="")
     token, _ = api_token_create(user=user, name="alice's")
+    held = ActionEvent(
+        tool_call_id="c1", tool="terminal", arguments='{"command": "sudo true"}',
+        requires_confirmation=True, risk="HIGH",
+    )  # fmt: skip
+    store.append(
+        conversation.pk,
+        [held, StatusChangeEvent(status=Status.WAITING_FOR_CONFIRMATION, reason="held")],
+    )
+    hook = hook_create(by=user, team=team, name="guard", event="PreToolUse", command="exit 0")
+    hook = hook_create(by=user, team=team, name="audit", event="Stop", command="true")
     viewer = django_user_model.objects.create_user("victor", password="victor-password-1")
     member_add(by=user, team=team, username="victor", role="viewer")
     return {
@@ -73,8 +84,11 @@ def team_a(user, django_user_model, dispatched):
             "team_id": str(team.pk),
             "username": "alice",
             "token_id": str(token.pk),
+            "hook_id": str(hook.pk),
             "name": "API_KEY",
             "rest": "nothing/here",
+            "action_id": held.id,
+            "hook_id": str(hook.pk),
         },
     }
 
@@ -82,7 +96,7 @@ def team_a(user, django_user_model, dispatched):
 BODY = {
     "text": "hello", "prompt": "hello", "username": "mallory", "role": "member",
     "name": "NEW_NAME", "value": "new-value", "description": "d", "model": "openai/x",
-    "reason": "r",
+    "reason": "r", "event": "Stop", "command": "true", "url": "https://example.com/notify",
 }  # fmt: skip
 """One body that is valid for every write route, so refusals are about access, not input."""
 

@@ -7,6 +7,7 @@ live on disk, so consecutive steps of a conversation may run in different worker
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,8 @@ class CommandResult:
     """None when the command did not finish (timed out or interrupted)."""
     timed_out: bool = False
     truncated: bool = False
+    interrupted: bool = False
+    """Stopped on request (Interrupt) before it finished."""
 
 
 class Workspace(Protocol):
@@ -38,10 +41,15 @@ class Workspace(Protocol):
         ...
 
     def run(
-        self, command: str, *, timeout: float, extra_env: Mapping[str, str] | None = None
+        self,
+        command: str,
+        *,
+        timeout: float,
+        extra_env: Mapping[str, str] | None = None,
+        cancel: threading.Event | None = None,
     ) -> CommandResult:
         """Run a shell command. `extra_env` is set for this command only: never saved with the
-        environment that carries over to later commands."""
+        environment that carries over to later commands. Setting `cancel` stops it."""
         ...
 
     def read_text(self, path: str) -> str: ...

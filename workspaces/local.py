@@ -21,6 +21,7 @@ import re
 import select
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from collections import deque
@@ -198,7 +199,12 @@ class LocalWorkspace:
     # -- commands ----------------------------------------------------------------------------
 
     def run(
-        self, command: str, *, timeout: float, extra_env: Mapping[str, str] | None = None
+        self,
+        command: str,
+        *,
+        timeout: float,
+        extra_env: Mapping[str, str] | None = None,
+        cancel: threading.Event | None = None,
     ) -> CommandResult:
         """Run `command`; `extra_env` is in its environment only and never saved for later
         commands (see the module docstring)."""
@@ -230,8 +236,8 @@ class LocalWorkspace:
                 start_new_session=True,
             )
             output = _BoundedText(self.max_output_chars)
-            timed_out = _collect(proc, output, timeout)
-            exit_code = None if timed_out else proc.returncode
+            timed_out, cancelled = _collect(proc, output, timeout, cancel)
+            exit_code = None if timed_out or cancelled else proc.returncode
             self._commit_state(prefix)
         finally:
             for suffix in (".sh", ".env", ".cwd", ".done"):
@@ -241,6 +247,7 @@ class LocalWorkspace:
             exit_code=exit_code,
             timed_out=timed_out,
             truncated=output.dropped > 0,
+            interrupted=cancelled,
         )
 
     def _commit_state(self, prefix: Path) -> None:
@@ -251,8 +258,14 @@ class LocalWorkspace:
         os.replace(prefix.with_suffix(".cwd"), self.state_dir / _CWD_FILE)
 
 
-def _collect(proc: subprocess.Popen[bytes], output: _BoundedText, timeout: float) -> bool:
-    """Read the merged output until the shell ends or time runs out; True when it timed out.
+def _collect(
+    proc: subprocess.Popen[bytes],
+    output: _BoundedText,
+    timeout: float,
+    cancel: threading.Event | None = None,
+) -> tuple[bool, bool]:
+    """Read the merged output until the shell ends, time runs out or `cancel` is set; returns
+    (timed out, cancelled). Either way the command's whole process group is killed.
 
     Reading stops shortly after the shell exits even if a background job still holds the pipe
     open; such a job keeps running (and should redirect its own output).
@@ -261,12 +274,12 @@ def _collect(proc: subprocess.Popen[bytes], output: _BoundedText, timeout: float
     fd = proc.stdout.fileno()
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     deadline = time.monotonic() + timeout
-    timed_out = eof = False
+    timed_out = cancelled = eof = False
     try:
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
+            if remaining <= 0 or (cancel is not None and cancel.is_set()):
+                timed_out, cancelled = remaining <= 0, remaining > 0
                 _kill_group(proc)
                 _drain(fd, decoder, output, time.monotonic() + _DRAIN_SECONDS)
                 break
@@ -287,7 +300,7 @@ def _collect(proc: subprocess.Popen[bytes], output: _BoundedText, timeout: float
             _kill_group(proc)
         proc.stdout.close()
         proc.wait()
-    return timed_out
+    return timed_out, cancelled
 
 
 def _drain(fd: int, decoder: codecs.IncrementalDecoder, output: _BoundedText, until: float) -> None:

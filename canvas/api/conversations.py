@@ -13,7 +13,7 @@ from pydantic import Field
 
 from conversations import store
 from conversations.models import Conversation
-from orchestration import services
+from orchestration import approvals, services
 
 from ..access import Action, conversation_for, conversations_visible_to
 from . import ERRORS
@@ -150,3 +150,74 @@ def conversation_pause(request: HttpRequest, conversation_id: str):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
     services.conversation_pause(conversation_id=conversation.pk, by=request.user)
     return Status(200, {"status": "paused"})
+
+
+class PendingOut(Schema):
+    action_id: str
+    tool: str
+    arguments: dict[str, Any] | str
+    risk: str
+    rules: list[str]
+    explanations: dict[str, str]
+    thought: str
+
+
+class RejectIn(Schema):
+    reason: str = Field(default="", max_length=2000)
+
+
+@router.get("/{conversation_id}/pending", response={200: dict, **ERRORS})
+def conversation_pending(request: HttpRequest, conversation_id: str):
+    conversation = conversation_for(request.user, conversation_id, Action.VIEW)
+    return {
+        "pending": [
+            {
+                "action_id": p.action_id, "tool": p.tool, "arguments": p.arguments,
+                "risk": p.risk, "rules": [rule for rule, _ in p.rules],
+                "explanations": dict(p.rules), "thought": p.thought,
+            }  # fmt: skip
+            for p in approvals.pending_actions(conversation.pk)
+        ]
+    }
+
+
+@router.post("/{conversation_id}/actions/{action_id}/approve", response={200: dict, **ERRORS})
+def action_approve(request: HttpRequest, conversation_id: str, action_id: str):
+    conversation = conversation_for(request.user, conversation_id, Action.ACT)
+    approvals.action_approve(conversation_id=conversation.pk, action_id=action_id, by=request.user)
+    return {"decision": "approved", "status": _status(conversation)}
+
+
+@router.post("/{conversation_id}/actions/{action_id}/reject", response={200: dict, **ERRORS})
+def action_reject(request: HttpRequest, conversation_id: str, action_id: str, body: RejectIn):
+    conversation = conversation_for(request.user, conversation_id, Action.ACT)
+    approvals.action_reject(
+        conversation_id=conversation.pk, action_id=action_id, by=request.user, reason=body.reason
+    )
+    return {"decision": "rejected", "status": _status(conversation)}
+
+
+@router.post("/{conversation_id}/actions/approve-all", response={200: dict, **ERRORS})
+def actions_approve_all(request: HttpRequest, conversation_id: str):
+    conversation = conversation_for(request.user, conversation_id, Action.ACT)
+    count = approvals.actions_approve_all(conversation_id=conversation.pk, by=request.user)
+    return {"approved": count, "status": _status(conversation)}
+
+
+@router.post("/{conversation_id}/interrupt", response={200: dict, **ERRORS})
+def conversation_interrupt(request: HttpRequest, conversation_id: str):
+    conversation = conversation_for(request.user, conversation_id, Action.ACT)
+    approvals.conversation_interrupt(conversation_id=conversation.pk, by=request.user)
+    return {"status": "paused"}
+
+
+@router.post("/{conversation_id}/resume", response={202: dict, **ERRORS})
+def conversation_resume(request: HttpRequest, conversation_id: str):
+    conversation = conversation_for(request.user, conversation_id, Action.ACT)
+    services.conversation_run(conversation_id=conversation.pk, by=request.user)
+    return Status(202, {"status": "running"})
+
+
+def _status(conversation: Conversation) -> str:
+    conversation.refresh_from_db(fields=["status"])
+    return conversation.status

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -75,6 +76,8 @@ class ToolContext:
     workspace: Workspace
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The team's secrets by name; tools hand a value only to the command that names it."""
+    cancel: threading.Event | None = None
+    """Set when a person interrupts the run: long-running tools stop what they are doing."""
 
 
 class Tool(Protocol):
@@ -86,11 +89,38 @@ class Tool(Protocol):
     def run(self, args: Any, ctx: ToolContext) -> ToolResult: ...
 
 
+SECURITY_RISK_ARGUMENT = "security_risk"
+SECURITY_RISK_SCHEMA = {
+    "type": "string",
+    "enum": ["LOW", "MEDIUM", "HIGH"],
+    "description": (
+        "Your estimate of this call's risk. LOW: reads or harmless, reversible changes inside "
+        "the workspace. MEDIUM: changes that are hard to undo, or that reach outside the "
+        "workspace in a limited way. HIGH: destructive, privileged, or sends data or code "
+        "across the network. Risky calls may wait for a person's approval."
+    ),
+}
+
+
 def tool_schema(tool: Tool) -> dict[str, Any]:
-    """The OpenAI/LiteLLM function-calling schema for a tool."""
-    parameters = tool.args_model.model_json_schema()
+    """The OpenAI/LiteLLM function-calling schema for a tool. Tools that change things also
+    take a required `security_risk`, which the loop strips before validating arguments."""
+    return _schema(type(tool))
+
+
+@cache
+def _schema(tool_cls: type) -> dict[str, Any]:
+    # Cached per tool class: building JSON schemas with pydantic costs ~1 ms per slice.
+    parameters = tool_cls.args_model.model_json_schema()
     parameters.pop("title", None)
+    if not tool_cls.read_only:
+        parameters.setdefault("properties", {})[SECURITY_RISK_ARGUMENT] = SECURITY_RISK_SCHEMA
+        parameters["required"] = [*parameters.get("required", []), SECURITY_RISK_ARGUMENT]
     return {
         "type": "function",
-        "function": {"name": tool.name, "description": tool.description, "parameters": parameters},
+        "function": {
+            "name": tool_cls.name,
+            "description": tool_cls.description,
+            "parameters": parameters,
+        },
     }

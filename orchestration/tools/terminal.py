@@ -79,10 +79,13 @@ class TerminalTool:
         timeout = args.timeout if args.timeout is not None else DEFAULT_TIMEOUT_SECONDS
         timeout = min(timeout, MAX_TIMEOUT_SECONDS)
         env = referenced_secrets(args.command, ctx.secrets)
-        result = ctx.workspace.run(args.command, timeout=timeout, extra_env=env)
+        result = ctx.workspace.run(args.command, timeout=timeout, extra_env=env, cancel=ctx.cancel)
         output = result.output
         if output and not output.endswith("\n"):
             output += "\n"
+        if result.interrupted:
+            footer = "[interrupted by a person before it finished; output above is partial]"
+            return ToolResult(content=output + footer, is_error=True, exit_code=None)
         if result.timed_out:
             footer = f"[command timed out after {timeout:g}s; output above is partial]"
             return ToolResult(content=output + footer, is_error=True, exit_code=None)

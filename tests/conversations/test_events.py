@@ -6,7 +6,9 @@ from pydantic import ValidationError
 
 from conversations.events import (
     EVENT_ADAPTER,
+    ActionDecisionEvent,
     ActionEvent,
+    ActionStartedEvent,
     AgentErrorEvent,
     AgentMessageEvent,
     ObservationEvent,
@@ -31,6 +33,10 @@ EXAMPLES = [
     ActionEvent(tool_call_id="c1", tool="terminal", arguments='{"command": "ls"}', batch_size=2),
     ObservationEvent(tool_call_id="c1", tool="terminal", content="a\nb", exit_code=0),
     AgentErrorEvent(code="llm_RateLimitError_429", message="slow down"),
+    ActionDecisionEvent(
+        action_id="a1", tool_call_id="c1", decision="rejected", by="bob", reason="no"
+    ),
+    ActionStartedEvent(tool_call_id="c1"),
     StatusChangeEvent(status=Status.FINISHED, previous=Status.RUNNING, reason="done"),
     RunStartedEvent(trigger="alice"),
     RunFinishedEvent(run_id="r", status=Status.ERROR, reason="model error"),

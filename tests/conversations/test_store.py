@@ -18,6 +18,13 @@ from conversations.models import Conversation, ConversationEvent
 from tests.factories import make_conversation
 
 
+@pytest.fixture(autouse=True, params=["one-statement", "portable"])
+def append_path(request, monkeypatch):
+    """Every store test runs through both append paths: Postgres's single statement and the
+    portable ORM path SQLite uses."""
+    monkeypatch.setattr(store, "FAST_PATH", request.param == "one-statement")
+
+
 @pytest.fixture
 def conversation(db):
     return make_conversation()
@@ -130,3 +137,29 @@ def test_append_with_a_stale_lease_writes_nothing(conversation):
         )
     assert store.load(conversation.pk) == []
     assert store.append(conversation.pk, [UserMessageEvent(text="ok")], lease_token="current")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_secret_added_by_another_process_is_redacted_on_the_very_next_append(user):
+    """The one-statement path caches the team's secrets version; the statement itself
+    refuses a stale guess, so the cache can never let a new secret through."""
+    from teams.secrets import secret_create
+    from teams.services import team_default_for
+
+    conversation = make_conversation(user)
+    store.append(conversation.pk, [UserMessageEvent(text="warm the cache")])
+    secret_create(by=user, team=team_default_for(user), name="FRESH", value="fresh-value-123")
+    (stored,) = store.append(conversation.pk, [UserMessageEvent(text="see fresh-value-123")])
+    assert stored.event.text == "see <secret:FRESH>"
+    assert "fresh-value-123" not in str(
+        ConversationEvent.objects.filter(conversation=conversation).values_list(
+            "payload", flat=True
+        )
+    )
+
+
+def test_appending_to_a_missing_conversation_fails_cleanly(db):
+    import uuid
+
+    with pytest.raises(Conversation.DoesNotExist):
+        store.append(uuid.uuid4(), [UserMessageEvent(text="nowhere")])

@@ -290,7 +290,7 @@ def test_with_real_workers_the_second_run_waits_for_the_first(start_worker, sett
     first = services.conversation_create(
         owner=None, team=local, model="scripted",
         prompt=script(
-            *[{"tool": "terminal", "args": {"command": "sleep 0.4"}}] * 4,
+            *[{"tool": "terminal", "args": {"command": f"sleep 0.4; echo {i}"}} for i in range(4)],
             {"tool": "finish", "args": {"message": "first done"}},
         ),
     )  # fmt: skip

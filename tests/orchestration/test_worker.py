@@ -121,7 +121,9 @@ def test_a_conversation_stays_on_the_host_that_holds_its_workspace(start_worker)
         owner=None,
         model="scripted",
         # Long enough that a second worker (which preloads LiteLLM) is up before it ends.
-        prompt=script(*[{"tool": "terminal", "args": {"command": "sleep 0.5"}}] * 24),
+        prompt=script(
+            *[{"tool": "terminal", "args": {"command": f"sleep 0.5; echo {i}"}} for i in range(24)]
+        ),
     )
     wait_for(
         lambda: Conversation.objects.get(pk=conversation.pk).worker_host == "alpha",

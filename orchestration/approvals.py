@@ -1,0 +1,181 @@
+"""The approval inbox: held actions, decisions on them, and interrupting a run.
+
+A held action waits with the conversation in WAITING_FOR_CONFIRMATION. Each decision is an
+event naming who decided; a rejection also gives the action its observation, carrying the
+reason for the model to read. When the last held action of the batch is decided, the run goes
+on: its next slice executes the approved actions before the model is asked anything new.
+Decisions take the conversation's row lock, so of two people deciding at once exactly one
+wins and the other is told it was already decided.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from common.errors import Conflict, NotFound
+from conversations import store
+from conversations.events import (
+    ActionDecisionEvent,
+    ActionEvent,
+    AnyEvent,
+    ObservationEvent,
+    RunFinishedEvent,
+    Status,
+    StatusChangeEvent,
+)
+from conversations.models import Conversation
+from conversations.selectors import conversations_visible_to, latest_run_id
+
+from .confirmation import parse_arguments
+from .dispatch import enqueue_slice_on_commit, new_slice_id
+from .loop import rejected_observation
+from .risk import RULES_BY_ID
+
+
+@dataclass(frozen=True, slots=True)
+class PendingAction:
+    action_id: str
+    seq: int
+    tool_call_id: str
+    tool: str
+    arguments: dict[str, Any] | str
+    risk: str
+    rules: list[tuple[str, str]]
+    """(rule id, explanation) for every analyzer rule the call tripped."""
+    thought: str
+
+
+def pending_in(events: list[tuple[int, AnyEvent]]) -> list[tuple[int, ActionEvent]]:
+    """Held actions with neither a decision nor a result yet, in log order."""
+    decided = {e.action_id for _, e in events if isinstance(e, ActionDecisionEvent)}
+    answered = {e.tool_call_id for _, e in events if isinstance(e, ObservationEvent)}
+    return [
+        (seq, e)
+        for seq, e in events
+        if isinstance(e, ActionEvent)
+        and e.requires_confirmation
+        and e.id not in decided
+        and e.tool_call_id not in answered
+    ]
+
+
+def _events(conversation_id) -> list[tuple[int, AnyEvent]]:
+    return [(s.seq, s.event) for s in store.load(conversation_id)]
+
+
+def pending_actions(conversation_id) -> list[PendingAction]:
+    conversation = Conversation.objects.filter(pk=conversation_id).only("status").first()
+    if conversation is None or conversation.status != Status.WAITING_FOR_CONFIRMATION:
+        return []
+    return [
+        PendingAction(
+            action_id=action.id,
+            seq=seq,
+            tool_call_id=action.tool_call_id,
+            tool=action.tool,
+            arguments=parse_arguments(action.arguments) or action.arguments,
+            risk=action.risk or "MEDIUM",
+            rules=[
+                (rule, RULES_BY_ID[rule].explanation if rule in RULES_BY_ID else "")
+                for rule in action.risk_rules
+            ],
+            thought=action.thought,
+        )
+        for seq, action in pending_in(_events(conversation_id))
+    ]
+
+
+def _name(by) -> str:
+    return by.get_username() if getattr(by, "is_authenticated", False) else "api"
+
+
+def _decide(
+    conversation_id, action_ids: list[str] | None, *, decision: str, by, reason: str
+) -> int:
+    """Record decisions; `None` means every pending action. Returns how many were decided."""
+    name = _name(by)
+    with transaction.atomic():
+        conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
+        events = _events(conversation.pk)
+        pending = {a.id: a for _, a in pending_in(events)}
+        if conversation.status != Status.WAITING_FOR_CONFIRMATION or (
+            action_ids is not None and not set(action_ids) & set(pending)
+        ):
+            known = {e.id for _, e in events if isinstance(e, ActionEvent)}
+            if action_ids is not None and not set(action_ids) & known:
+                raise NotFound("no such pending action.")
+            raise Conflict("this action was already decided, or nothing is waiting.")
+        chosen = [pending[i] for i in (action_ids or list(pending)) if i in pending]
+        appended: list = []
+        for action in chosen:
+            appended.append(
+                ActionDecisionEvent(
+                    action_id=action.id, tool_call_id=action.tool_call_id,
+                    decision=decision, by=name, reason=reason,
+                )
+            )  # fmt: skip
+            if decision == "rejected":
+                appended.append(rejected_observation(action, source="user", by=name, reason=reason))
+        if len(chosen) == len(pending):  # the batch is decided: the run goes on
+            conversation.run_slice = new_slice_id()
+            conversation.save(update_fields=["run_slice", "updated_at"])
+            enqueue_slice_on_commit(
+                conversation.pk, conversation.run_slice, worker_host=conversation.worker_host
+            )
+            appended.append(
+                StatusChangeEvent(
+                    status=Status.RUNNING, previous=Status.WAITING_FOR_CONFIRMATION,
+                    reason=f"{decision} by {name}",
+                )
+            )  # fmt: skip
+        store.append(conversation.pk, appended)
+    return len(chosen)
+
+
+def action_approve(*, conversation_id, action_id: str, by) -> None:
+    _decide(conversation_id, [action_id], decision="approved", by=by, reason="")
+
+
+def action_reject(*, conversation_id, action_id: str, by, reason: str = "") -> None:
+    _decide(conversation_id, [action_id], decision="rejected", by=by, reason=reason.strip()[:2000])
+
+
+def actions_approve_all(*, conversation_id, by) -> int:
+    return _decide(conversation_id, None, decision="approved", by=by, reason="")
+
+
+def conversation_interrupt(*, conversation_id, by) -> None:
+    """Stop the run now: the LLM call or command in flight is abandoned within seconds and the
+    interrupted action gets an observation saying so. Resume continues the conversation."""
+    name = _name(by)
+    with transaction.atomic():
+        conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
+        if conversation.status != Status.RUNNING:
+            raise Conflict(f"the conversation is not running (it is {conversation.status}).")
+        conversation.interrupt_requested_at = timezone.now()
+        conversation.save(update_fields=["interrupt_requested_at", "updated_at"])
+        reason = f"interrupted by {name}"
+        store.append(
+            conversation.pk,
+            [
+                StatusChangeEvent(status=Status.PAUSED, previous=Status.RUNNING, reason=reason),
+                RunFinishedEvent(
+                    run_id=latest_run_id(conversation.pk) or "", status=Status.PAUSED,
+                    reason=reason,
+                ),
+            ],
+        )  # fmt: skip
+
+
+def conversations_waiting(user, team_id: int | None = None) -> QuerySet[Conversation]:
+    """Conversations waiting for a decision that the user can see."""
+    return (
+        conversations_visible_to(user, team_id)
+        .filter(status=Status.WAITING_FOR_CONFIRMATION)
+        .order_by("-updated_at")
+    )
