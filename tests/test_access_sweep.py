@@ -72,7 +72,6 @@ def team_a(user, django_user_model, dispatched):
         conversation.pk,
         [held, StatusChangeEvent(status=Status.WAITING_FOR_CONFIRMATION, reason="held")],
     )
-    hook = hook_create(by=user, team=team, name="guard", event="PreToolUse", command="exit 0")
     hook = hook_create(by=user, team=team, name="audit", event="Stop", command="true")
     viewer = django_user_model.objects.create_user("victor", password="victor-password-1")
     member_add(by=user, team=team, username="victor", role="viewer")
@@ -88,7 +87,6 @@ def team_a(user, django_user_model, dispatched):
             "name": "API_KEY",
             "rest": "nothing/here",
             "action_id": held.id,
-            "hook_id": str(hook.pk),
         },
     }
 
