@@ -50,11 +50,17 @@ class _Step:
     is_error: bool
 
 
+WINDOW = 64
+"""Events examined: enough for every pattern (parallel batches included), and a bound so the
+check costs the same at step 10 and step 10,000."""
+
+
 def _since_last_user_message(events: Sequence[AnyEvent]) -> list[AnyEvent]:
-    for index in range(len(events) - 1, -1, -1):
-        if isinstance(events[index], UserMessageEvent):
-            return list(events[index + 1 :])
-    return list(events)
+    tail = list(events[-WINDOW:])
+    for index in range(len(tail) - 1, -1, -1):
+        if isinstance(tail[index], UserMessageEvent):
+            return tail[index + 1 :]
+    return tail
 
 
 def _steps(events: Sequence[AnyEvent]) -> list[_Step]:
