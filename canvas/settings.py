@@ -138,6 +138,8 @@ CANVAS_MAX_ITERATIONS = int(os.environ.get("CANVAS_MAX_ITERATIONS", "100"))
 CANVAS_LLM_NUM_RETRIES = int(os.environ.get("CANVAS_LLM_NUM_RETRIES", "3"))
 CANVAS_LLM_TIMEOUT = float(os.environ.get("CANVAS_LLM_TIMEOUT", "120"))
 CANVAS_DEFAULT_MODEL = os.environ.get("CANVAS_DEFAULT_MODEL", "demo")
+# Where people reach the UI: links in team notifications (orchestration/notify.py) use it.
+CANVAS_BASE_URL = os.environ.get("CANVAS_BASE_URL", "http://127.0.0.1:8000")
 # Fernet keys for team secrets, comma-separated; the first encrypts (teams/crypto.py). Unset:
 # a key derived from SECRET_KEY, for the embedded mode only.
 CANVAS_SECRET_KEYS = _env_list("CANVAS_SECRET_KEYS", "")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from .notify_tasks import notify_webhook  # noqa: F401
+
 
 @shared_task(name="orchestration.run_slice", bind=True, acks_late=True, max_retries=None)
 def run_slice(self, conversation_id: str, slice_id: str) -> None:

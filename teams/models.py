@@ -222,3 +222,75 @@ class TeamSpend(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team} {self.month:%Y-%m}: ${self.cost_usd}"
+
+
+class HookEvent(models.TextChoices):
+    """When a hook runs. The values must equal orchestration.hooks.EVENTS (teams cannot import
+    orchestration, so a test keeps the two lists equal)."""
+
+    PRE_TOOL_USE = "PreToolUse", "Before a tool runs"
+    POST_TOOL_USE = "PostToolUse", "After a tool ran"
+    USER_PROMPT_SUBMIT = "UserPromptSubmit", "When a message is sent"
+    STOP = "Stop", "When the agent wants to finish"
+
+
+HOOK_TIMEOUT_MIN = 1
+HOOK_TIMEOUT_MAX = 300
+
+
+class Hook(models.Model):
+    """An admin-configured command run around the team's agent steps (teams.hooks)."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="hooks")
+    name = models.CharField(max_length=64)
+    event = models.CharField(max_length=32, choices=HookEvent.choices)
+    matcher = models.CharField(
+        max_length=500, blank=True, help_text="Regular expression on the tool name; blank: all."
+    )
+    command = models.TextField(help_text="Run with bash; gets the event as JSON on stdin.")
+    timeout_seconds = models.PositiveSmallIntegerField(default=10)
+    fail_closed = models.BooleanField(
+        default=False, help_text="Block the step when the hook itself fails or times out."
+    )
+    enabled = models.BooleanField(default=True)
+    position = models.PositiveIntegerField(default=0, help_text="Hooks run in this order.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["position", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="hook_unique"),
+            models.CheckConstraint(
+                condition=models.Q(
+                    timeout_seconds__gte=HOOK_TIMEOUT_MIN, timeout_seconds__lte=HOOK_TIMEOUT_MAX
+                ),
+                name="hook_timeout_range",
+            ),
+        ]
+        # The runner asks for one team's enabled hooks of one event before every step.
+        indexes = [models.Index(fields=["team", "event"], name="hook_team_event")]
+
+    def __str__(self) -> str:
+        return f"{self.team}: {self.name} ({self.event})"
+
+
+class TeamNotification(models.Model):
+    """Where a team's status notifications go. A row of its own rather than fields on Team:
+    most teams have none, and the signing secret stays off the hot Team row."""
+
+    team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="notification")
+    webhook_url = models.URLField(max_length=500)
+    webhook_secret = models.TextField(help_text="The signing secret, Fernet-encrypted.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    def __str__(self) -> str:
+        return f"notifications of {self.team}"

@@ -84,12 +84,13 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 
 
 def _register_routers() -> None:
-    from . import conversations, policies, secrets, teams, tokens
+    from . import conversations, hooks, policies, secrets, teams, tokens
 
     api.add_router("/conversations", conversations.router)
     api.add_router("/teams", teams.router)
     api.add_router("/teams", secrets.router)
     api.add_router("/teams", policies.router)
+    api.add_router("/teams", hooks.router)
     api.add_router("/tokens", tokens.router)
 
 

@@ -242,7 +242,7 @@ def test_relative_paths_follow_the_terminal_directory(ws: LocalWorkspace) -> Non
 
 def test_schema_lists_commands() -> None:
     params = tool_schema(FileEditorTool())["function"]["parameters"]
-    assert params["required"] == ["command", "path"]
+    assert params["required"] == ["command", "path", "security_risk"]
     assert params["properties"]["command"]["enum"] == [
         "view",
         "create",

@@ -66,7 +66,7 @@ def test_schema_describes_arguments() -> None:
     schema = tool_schema(TerminalTool())
     assert schema["function"]["name"] == "terminal"
     props = schema["function"]["parameters"]["properties"]
-    assert schema["function"]["parameters"]["required"] == ["command"]
+    assert schema["function"]["parameters"]["required"] == ["command", "security_risk"]
     assert props["command"]["description"]
     assert props["timeout"]["description"]
 
@@ -91,3 +91,18 @@ def test_think_and_finish(ctx: ToolContext) -> None:
     assert (thought.content, thought.finish) == ("Your thought has been logged.", False)
     done = finish.run(finish.args_model(message="All done."), ctx)
     assert (done.content, done.finish, done.is_error) == ("All done.", True, False)
+
+
+def test_only_tools_that_change_things_ask_for_a_security_risk():
+    from orchestration.tools.base import tool_schema
+    from orchestration.tools.registry import get_tool
+
+    for name, asks in (
+        ("terminal", True),
+        ("file_editor", True),
+        ("think", False),
+        ("finish", False),
+    ):
+        parameters = tool_schema(get_tool(name))["function"]["parameters"]
+        assert ("security_risk" in parameters.get("properties", {})) is asks
+        assert ("security_risk" in parameters.get("required", [])) is asks

@@ -1,0 +1,199 @@
+"""The team's "Hooks & notifications" page: parse, call one service (teams.hooks,
+teams.notifications), choose a template.
+
+Admins and owners only, the page included (commands and webhook URLs may reveal internals):
+another team answers 404, a weaker role 403. A refused write comes back inline in the section
+that made it, with the service's status. The signing secret is rendered straight into the one
+answer that generated it and never stored anywhere the page can read it again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from common.errors import Forbidden, InvalidInput, NotFound, ServiceError
+from teams import hooks, notifications
+from teams.models import HOOK_TIMEOUT_MAX, HOOK_TIMEOUT_MIN, Hook, HookEvent, Team
+from teams.permissions import Action
+from teams.services import team_get_for
+
+TEMPLATE = "canvas/team_hooks.html"
+
+
+class HookForm(forms.Form):
+    """Shape and size only; the rules (name pattern, regex, uniqueness) are teams.hooks'."""
+
+    name = forms.CharField(
+        max_length=64, widget=forms.TextInput(attrs={"placeholder": "e.g. block-force-push"})
+    )
+    event = forms.ChoiceField(choices=HookEvent.choices)
+    matcher = forms.CharField(
+        max_length=hooks.MAX_MATCHER_CHARS, required=False, label="Tool matcher",
+        widget=forms.TextInput(attrs={"placeholder": "regex on the tool name; empty: all"}),
+    )  # fmt: skip
+    command = forms.CharField(
+        max_length=hooks.MAX_COMMAND_CHARS, strip=False,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+    )  # fmt: skip
+    timeout_seconds = forms.IntegerField(
+        min_value=HOOK_TIMEOUT_MIN, max_value=HOOK_TIMEOUT_MAX, initial=10,
+        label="Timeout (seconds)",
+    )  # fmt: skip
+    fail_closed = forms.BooleanField(required=False, label="Block the step when the hook fails")
+    enabled = forms.BooleanField(required=False, initial=True)
+
+
+class NotificationForm(forms.Form):
+    url = forms.CharField(
+        max_length=notifications.MAX_URL_CHARS, label="Webhook URL",
+        widget=forms.TextInput(attrs={"placeholder": "https://hooks.slack.com/services/…"}),
+    )  # fmt: skip
+    regenerate_secret = forms.BooleanField(required=False, label="Make a new signing secret")
+
+
+def _team(request: HttpRequest, team_id: int) -> Team:
+    try:
+        return team_get_for(request.user, team_id, Action.ADMINISTER)
+    except NotFound as exc:
+        raise Http404(exc.detail) from None
+    except Forbidden as exc:
+        raise PermissionDenied(exc.detail) from None
+
+
+def _hook_form(hook: Hook) -> HookForm:
+    # Every row's form is on the page at once: ids must differ, names stay plain.
+    initial = {key: getattr(hook, key) for key in HookForm.base_fields}
+    return HookForm(initial=initial, auto_id=f"id_hook{hook.pk}_%s")
+
+
+def _context(
+    request: HttpRequest, team: Team, *, add_form: HookForm | None = None,
+    edited: tuple[int, HookForm] | None = None, notify_form: NotificationForm | None = None,
+    notice: ServiceError | None = None, notify_notice: ServiceError | None = None,
+    new_secret: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    rows = []
+    for hook in hooks.hook_list(by=request.user, team=team):
+        is_edited = edited is not None and edited[0] == hook.pk
+        form = edited[1] if edited is not None and is_edited else _hook_form(hook)
+        rows.append({"hook": hook, "form": form, "open": is_edited})
+    info = notifications.notification_get(by=request.user, team=team)
+    return {
+        "team": team,
+        "rows": rows,
+        "add_form": add_form or HookForm(),
+        "notification": info,
+        "notify_form": notify_form or NotificationForm(initial={"url": info.url if info else ""}),
+        "notice": notice,
+        "notify_notice": notify_notice,
+        "new_secret": new_secret,
+    }
+
+
+def _section(
+    request: HttpRequest, team: Team, partial: str, *, status: int = 200, **context: Any
+) -> HttpResponse:
+    """After a write: the refreshed section for htmx; without htmx a success redirects (a
+    reload must not repeat the write) and anything else renders the page."""
+    if status == 200 and not request.htmx and not context.get("new_secret"):
+        return redirect("team-hooks", team_id=team.pk)
+    template = f"{TEMPLATE}#{partial}" if request.htmx else TEMPLATE
+    return render(request, template, _context(request, team, **context), status=status)
+
+
+@login_required
+@require_GET
+def team_hooks(request: HttpRequest, team_id: int) -> HttpResponse:
+    return render(request, TEMPLATE, _context(request, _team(request, team_id)))
+
+
+@login_required
+@require_POST
+def hook_add(request: HttpRequest, team_id: int) -> HttpResponse:
+    team = _team(request, team_id)
+    form = HookForm(request.POST)
+    if not form.is_valid():
+        return _section(request, team, "hooks", status=400, add_form=form)
+    try:
+        hooks.hook_create(by=request.user, team=team, **form.cleaned_data)
+    except ServiceError as exc:
+        return _section(request, team, "hooks", status=exc.status, add_form=form, notice=exc)
+    return _section(request, team, "hooks")
+
+
+@login_required
+@require_POST
+def hook_edit(request: HttpRequest, team_id: int, hook_id: int) -> HttpResponse:
+    team = _team(request, team_id)
+    form = HookForm(request.POST, auto_id=f"id_hook{hook_id}_%s")
+    if not form.is_valid():
+        return _section(request, team, "hooks", status=400, edited=(hook_id, form))
+    try:
+        hooks.hook_update(by=request.user, team=team, hook_id=hook_id, **form.cleaned_data)
+    except ServiceError as exc:
+        edited = (hook_id, form)
+        return _section(request, team, "hooks", status=exc.status, edited=edited, notice=exc)
+    return _section(request, team, "hooks")
+
+
+@login_required
+@require_POST
+def hook_enable(request: HttpRequest, team_id: int, hook_id: int) -> HttpResponse:
+    """Sets `enabled` to the posted value (not a toggle), so a repeated click is harmless."""
+    team = _team(request, team_id)
+    enabled = request.POST.get("enabled")
+    try:
+        if enabled not in ("true", "false"):
+            raise InvalidInput("enabled must be true or false.")
+        hooks.hook_update(by=request.user, team=team, hook_id=hook_id, enabled=enabled == "true")
+    except ServiceError as exc:
+        return _section(request, team, "hooks", status=exc.status, notice=exc)
+    return _section(request, team, "hooks")
+
+
+@login_required
+@require_POST
+def hook_delete(request: HttpRequest, team_id: int, hook_id: int) -> HttpResponse:
+    team = _team(request, team_id)
+    try:
+        hooks.hook_delete(by=request.user, team=team, hook_id=hook_id)
+    except ServiceError as exc:
+        return _section(request, team, "hooks", status=exc.status, notice=exc)
+    return _section(request, team, "hooks")
+
+
+@never_cache  # the answer may hold the new signing secret: no cache may keep it
+@login_required
+@require_POST
+def notification_set(request: HttpRequest, team_id: int) -> HttpResponse:
+    team = _team(request, team_id)
+    form = NotificationForm(request.POST)
+    if not form.is_valid():
+        return _section(request, team, "notifications", status=400, notify_form=form)
+    try:
+        info = notifications.notification_set(by=request.user, team=team, **form.cleaned_data)
+    except ServiceError as exc:
+        return _section(
+            request, team, "notifications", status=exc.status, notify_form=form,
+            notify_notice=exc,
+        )  # fmt: skip
+    return _section(request, team, "notifications", new_secret=info.secret)
+
+
+@login_required
+@require_POST
+def notification_clear(request: HttpRequest, team_id: int) -> HttpResponse:
+    team = _team(request, team_id)
+    try:
+        notifications.notification_clear(by=request.user, team=team)
+    except ServiceError as exc:
+        return _section(request, team, "notifications", status=exc.status, notify_notice=exc)
+    return _section(request, team, "notifications")

@@ -1,0 +1,152 @@
+"""Where the runner asks the team's hooks (teams.hooks) whether a step may go on.
+
+Each call point reads the team's enabled hooks for its event (one small query, every time: an
+admin's change applies to the very next step, and no hooks means no subprocess at all), builds
+the JSON the hooks read on stdin, runs them in order through orchestration.hooks and folds the
+outcomes into one HookVerdict. The caller acts on it: a denied PreToolUse becomes a rejected
+observation (rejection_source="hook"), a denied Stop sends the reason back to the model, and
+every line in `failures` is reported as an AgentErrorEvent(code="hook_failed").
+
+Call these from workers only: hooks run synchronously, up to their timeouts each.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from conversations.events import ActionEvent, ObservationEvent
+from teams.hooks import hook_specs_for_team
+
+from .hooks import HookOutcome, HookSpec, run_hooks
+
+PRE_TOOL_USE = "PreToolUse"
+POST_TOOL_USE = "PostToolUse"
+USER_PROMPT_SUBMIT = "UserPromptSubmit"
+STOP = "Stop"
+
+
+@dataclass(frozen=True, slots=True)
+class HookVerdict:
+    allowed: bool = True
+    reason: str = ""
+    """Why the step was denied, as the hook said it (shown to the model and the people)."""
+    hook: str = ""
+    """Name of the hook that denied; empty when allowed."""
+    failures: list[str] = field(default_factory=list)
+    """One line per hook that broke (timeout, crash, bad regex), allowed or not."""
+
+
+def pre_tool_use(
+    *, team_id: int, conversation_id: str, action: ActionEvent, arguments: dict, cwd: str
+) -> HookVerdict:
+    """Before `action` runs. `arguments` is the parsed argument object (the event keeps the
+    model's raw string). Denied: do not run the tool."""
+    payload = _tool_payload(PRE_TOOL_USE, conversation_id, action, arguments)
+    return _decide(team_id, PRE_TOOL_USE, payload, tool=action.tool, cwd=cwd)
+
+
+def post_tool_use(
+    *, team_id: int, conversation_id: str, action: ActionEvent, observation: ObservationEvent,
+    cwd: str,
+) -> HookVerdict:  # fmt: skip
+    """After the tool ran. The tool's effect already happened: a denial is feedback for the
+    model (and the people), not an undo."""
+    payload = _tool_payload(POST_TOOL_USE, conversation_id, action, _arguments_of(action))
+    payload["observation"] = {
+        "content": observation.content,
+        "is_error": observation.is_error,
+        "exit_code": observation.exit_code,
+        "interrupted": observation.interrupted,
+        "rejected": observation.rejected,
+    }
+    return _decide(team_id, POST_TOOL_USE, payload, tool=action.tool, cwd=cwd)
+
+
+def user_prompt_submit(
+    *, team_id: int, conversation_id: str, text: str, sender: str | None, cwd: str | None
+) -> HookVerdict:
+    """Before a person's (or an automation's) message reaches the agent."""
+    payload = _payload(USER_PROMPT_SUBMIT, conversation_id, text=text, sender=sender)
+    return _decide(team_id, USER_PROMPT_SUBMIT, payload, tool=None, cwd=cwd)
+
+
+def stop(*, team_id: int, conversation_id: str, final_message: str, cwd: str) -> HookVerdict:
+    """When the agent wants to finish. Denied: the reason goes back to the model, which keeps
+    working."""
+    payload = _payload(STOP, conversation_id, final_message=final_message)
+    return _decide(team_id, STOP, payload, tool=None, cwd=cwd)
+
+
+# --- internals ----------------------------------------------------------------------------------
+
+
+def _payload(event: str, conversation_id: str, **extra: Any) -> dict[str, Any]:
+    return {"event": event, "conversation_id": str(conversation_id), "tool": None, **extra}
+
+
+def _tool_payload(
+    event: str, conversation_id: str, action: ActionEvent, arguments: Any
+) -> dict[str, Any]:
+    return _payload(
+        event, conversation_id, tool=action.tool, tool_call_id=action.tool_call_id,
+        arguments=arguments,
+    )  # fmt: skip
+
+
+def _arguments_of(action: ActionEvent) -> Any:
+    """PostToolUse has no parsed arguments from the caller; the raw string is JSON almost
+    always, and a hook gets it verbatim when it is not."""
+    try:
+        return json.loads(action.arguments)
+    except ValueError:
+        return action.arguments
+
+
+def _failure_line(name: str, failure: str, *, fail_closed: bool) -> str:
+    # One line even when the hook's stderr had several, and no dangling ":" when it had none.
+    failure = " ".join(failure.split()).removesuffix(":")
+    return f"hook {name!r} {failure} ({'fail-closed' if fail_closed else 'fail-open'})"
+
+
+def _specs(team_id: int, event: str) -> tuple[list[HookSpec], list[HookOutcome]]:
+    """The runnable specs, and outcomes for hooks that cannot run at all. The service checks
+    matchers when they are saved; this only guards rows changed behind its back."""
+    specs: list[HookSpec] = []
+    broken: list[HookOutcome] = []
+    for data in hook_specs_for_team(team_id, event):
+        spec = HookSpec(**data)
+        try:
+            re.compile(spec.matcher)
+        except re.error:
+            failure = "has an invalid matcher"
+            reason = (
+                f"hook {spec.name!r} {failure}; it is configured to block when it fails."
+                if spec.fail_closed
+                else ""
+            )
+            broken.append(HookOutcome(spec.name, not spec.fail_closed, reason, failure))
+            continue
+        specs.append(spec)
+    return specs, broken
+
+
+def _decide(
+    team_id: int, event: str, payload: dict[str, Any], *, tool: str | None, cwd: str | None
+) -> HookVerdict:
+    specs, outcomes = _specs(team_id, event)
+    by_name = {spec.name: spec for spec in specs}
+    failures = [_failure_line(o.hook, o.failure, fail_closed=not o.allowed) for o in outcomes]
+    denied = next((o for o in outcomes if not o.allowed), None)
+    if denied is None and specs:
+        for outcome in run_hooks(specs, event, payload, tool=tool, cwd=cwd):
+            if outcome.failure:
+                closed = by_name[outcome.hook].fail_closed
+                failures.append(_failure_line(outcome.hook, outcome.failure, fail_closed=closed))
+            if not outcome.allowed:
+                denied = outcome
+    if denied is not None:
+        return HookVerdict(False, denied.reason, denied.hook, failures)
+    return HookVerdict(True, "", "", failures)

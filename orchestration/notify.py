@@ -1,0 +1,197 @@
+"""Telling a team, through its notification webhook (teams.notifications), that a conversation
+needs a person or stopped: waiting for approval, finished, failed, stuck.
+
+The runner calls `notify_status_on_commit` while it records the status; nothing leaves before
+that transaction commits, and nothing at all for teams without a webhook (one indexed read).
+The Celery task (orchestration.notify_tasks) re-reads the URL and secret, so the secret never
+travels through the broker, and calls `webhook_deliver`.
+
+The request is Slack-compatible JSON ({"text", "blocks"} plus our "conversation" object),
+signed like this so receivers can check it came from us and is fresh:
+
+    X-Canvas-Timestamp: <unix seconds>
+    X-Canvas-Signature: v1=<hex HMAC-SHA256(secret, f"{timestamp}.{body}")>
+    X-Canvas-Delivery: <id shared by every attempt of one notification, to drop duplicates>
+
+Delivery is at least once: a retry or a redelivered task may repeat a POST.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import http.client
+import json
+import logging
+import time
+import urllib.error
+import urllib.request
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.urls import reverse
+
+from teams.notifications import notification_configured, url_host, webhook_target_for_team
+
+logger = logging.getLogger(__name__)
+
+TIMEOUT_SECONDS = 5.0
+MAX_TITLE_CHARS = 200
+MAX_REASON_CHARS = 500
+RETRY_STATUSES = frozenset({408, 425, 429})
+"""Besides every 5xx: answers that mean "try again later"."""
+
+PHRASES = {
+    "waiting_for_confirmation": ("needs approval", ":raised_hand:"),
+    "finished": ("finished", ":white_check_mark:"),
+    "error": ("stopped with an error", ":x:"),
+    "stuck": ("is stuck", ":warning:"),
+}
+
+
+class RetryableDeliveryError(Exception):
+    """The receiver or the network failed in a way a later attempt may not."""
+
+
+def notify_status_on_commit(
+    *, conversation_id: str, team_id: int, status: str, reason: str, title: str
+) -> None:
+    """Send the team's webhook a notification once the current transaction commits. Does
+    nothing when the team has no webhook. Never raises: a notification must not break a run."""
+    try:
+        if not notification_configured(team_id):
+            return
+        kwargs = {
+            "delivery_id": uuid.uuid4().hex,
+            "conversation_id": str(conversation_id),
+            "team_id": int(team_id),
+            "status": str(status),
+            "reason": (reason or "")[:MAX_REASON_CHARS],
+            "title": (title or "")[:MAX_TITLE_CHARS],
+            "occurred_at": int(time.time()),
+        }
+        transaction.on_commit(lambda: _enqueue(kwargs), robust=True)
+    except Exception:
+        logger.exception("could not schedule a notification for conversation %s", conversation_id)
+
+
+def _enqueue(kwargs: dict[str, Any]) -> None:
+    try:
+        from .notify_tasks import notify_webhook
+
+        notify_webhook.apply_async(kwargs=kwargs)
+    except Exception:  # the broker being down must not surface in the committed caller
+        logger.exception(
+            "could not enqueue a notification for conversation %s", kwargs["conversation_id"]
+        )
+
+
+def conversation_url(conversation_id: str) -> str:
+    path = reverse("conversation-detail", kwargs={"conversation_id": uuid.UUID(conversation_id)})
+    return settings.CANVAS_BASE_URL.rstrip("/") + path
+
+
+def _slack_escape(text: str) -> str:
+    # Slack reads <...> as links and mentions (<!channel>); a title must not ping a channel.
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def build_payload(
+    *, conversation_id: str, status: str, reason: str, title: str, occurred_at: int
+) -> dict[str, Any]:
+    """The JSON body: Slack's {"text", "blocks"} plus the facts for other receivers."""
+    url = conversation_url(conversation_id)
+    phrase, emoji = PHRASES.get(status, (f"is now {status}", ":information_source:"))
+    name = _slack_escape(title or "Untitled conversation")
+    text = f"{emoji} Conversation “{name}” {phrase}"
+    if reason:
+        text += f": {_slack_escape(reason)}"
+    text += f" <{url}|Open>"
+    return {
+        "text": text,
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+            {
+                "type": "context",
+                "elements": [{"type": "mrkdwn", "text": f"status: `{status}`"}],
+            },
+        ],
+        "type": "conversation.status",
+        "occurred_at": occurred_at,
+        "conversation": {
+            "id": conversation_id,
+            "title": title,
+            "status": status,
+            "reason": reason,
+            "url": url,
+        },
+    }
+
+
+def signature(secret: str, timestamp: str, body: str) -> str:
+    """The X-Canvas-Signature value for `body` sent at `timestamp`."""
+    digest = hmac.new(secret.encode(), f"{timestamp}.{body}".encode(), hashlib.sha256)
+    return f"v1={digest.hexdigest()}"
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    # A redirect would resend to a place the admin never configured; treat it as a refusal.
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_opener = urllib.request.build_opener(_NoRedirects)
+
+
+def webhook_deliver(
+    *, delivery_id: str, conversation_id: str, team_id: int, status: str, reason: str,
+    title: str, occurred_at: int,
+) -> bool:  # fmt: skip
+    """POST one notification. True when the receiver took it, False when there is nothing to
+    do or it refused for good (4xx, a redirect). Raises RetryableDeliveryError for timeouts,
+    network errors, 5xx and 429. Log lines name the host only: the URL and the secret are
+    credentials."""
+    target = webhook_target_for_team(team_id)
+    if target is None:  # cleared since the notification was scheduled
+        return False
+    host = url_host(target.url)
+    body = json.dumps(
+        build_payload(
+            conversation_id=conversation_id, status=status, reason=reason, title=title,
+            occurred_at=occurred_at,
+        ),
+        ensure_ascii=False, separators=(",", ":"),
+    )  # fmt: skip
+    timestamp = str(int(time.time()))
+    request = urllib.request.Request(
+        target.url,
+        data=body.encode(),
+        method="POST",
+        headers={
+            "Content-Type": "application/json; charset=utf-8",
+            "User-Agent": "agent-canvas-notify/1",
+            "X-Canvas-Timestamp": timestamp,
+            "X-Canvas-Signature": signature(target.secret, timestamp, body),
+            "X-Canvas-Delivery": delivery_id,
+        },
+    )
+    try:
+        with _opener.open(request, timeout=TIMEOUT_SECONDS) as response:
+            response.read(64 * 1024)
+            code = response.status
+    except urllib.error.HTTPError as exc:
+        code = exc.code
+        exc.close()
+    except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets
+        raise RetryableDeliveryError(f"{host}: {type(exc).__name__}") from None
+    if 200 <= code < 300:
+        return True
+    if code >= 500 or code in RETRY_STATUSES:
+        raise RetryableDeliveryError(f"{host}: HTTP {code}")
+    logger.warning(
+        "notification webhook at %s refused delivery %s for conversation %s: HTTP %s",
+        host, delivery_id, conversation_id, code,
+    )  # fmt: skip
+    return False

@@ -1,0 +1,241 @@
+"""Team notifications end to end against a real HTTP server on 127.0.0.1: sent after commit,
+signed, retried on server errors, never raising into the runner, never logging the secret.
+The Celery task runs eagerly (its retries too), so no worker is needed."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from django.db import transaction
+
+from canvas.celery import app
+from orchestration import notify
+from orchestration.notify import notify_status_on_commit
+from orchestration.notify_tasks import MAX_ATTEMPTS, notify_webhook
+from teams.notifications import notification_set
+from teams.services import team_default_for
+
+pytestmark = pytest.mark.django_db
+
+CONVERSATION = str(uuid.uuid4())
+
+
+@dataclass
+class Receiver:
+    """Records every request; answers with the next planned status (200 once they run out)."""
+
+    plan: list[int] = field(default_factory=list)
+    delay: float = 0.0
+    requests: list[dict] = field(default_factory=list)
+    port: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/services/T1/B2/path-token"
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    state = Receiver()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            body = self.rfile.read(int(self.headers["Content-Length"])).decode()
+            state.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+            status = state.plan.pop(0) if state.plan else 200
+            if state.delay and len(state.requests) == 1:
+                time.sleep(state.delay)
+            try:
+                self.send_response(status)
+                if status in (301, 302, 307):
+                    self.send_header("Location", "/somewhere-else")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+            except OSError:  # the client gave up waiting
+                pass
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def eager() -> Iterator[None]:
+    before = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = before
+
+
+@pytest.fixture
+def team(user):
+    return team_default_for(user)
+
+
+@pytest.fixture
+def secret(user, team, receiver) -> str:
+    return notification_set(by=user, team=team, url=receiver.url).secret
+
+
+def fire(team, django_capture_on_commit_callbacks, **overrides) -> None:
+    kwargs = {
+        "conversation_id": CONVERSATION, "team_id": team.pk,
+        "status": "waiting_for_confirmation", "reason": "terminal: rm -rf build",
+        "title": "Clean the build", **overrides,
+    }  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        notify_status_on_commit(**kwargs)
+
+
+def test_a_notification_is_signed_slack_compatible_json(
+    team, secret, receiver, settings, django_capture_on_commit_callbacks
+) -> None:
+    settings.CANVAS_BASE_URL = "https://canvas.example.com/"
+    fire(team, django_capture_on_commit_callbacks)
+    assert len(receiver.requests) == 1
+    request = receiver.requests[0]
+    assert request["path"] == "/services/T1/B2/path-token"
+    headers = request["headers"]
+    timestamp = headers["X-Canvas-Timestamp"]
+    assert abs(int(timestamp) - time.time()) < 60
+    expected = hmac.new(
+        secret.encode(), f"{timestamp}.{request['body']}".encode(), hashlib.sha256
+    ).hexdigest()
+    assert hmac.compare_digest(headers["X-Canvas-Signature"], f"v1={expected}")
+    assert headers["Content-Type"].startswith("application/json")
+
+    body = json.loads(request["body"])
+    link = f"https://canvas.example.com/conversations/{CONVERSATION}/"
+    assert body["conversation"] == {
+        "id": CONVERSATION, "title": "Clean the build", "status": "waiting_for_confirmation",
+        "reason": "terminal: rm -rf build", "url": link,
+    }  # fmt: skip
+    assert "needs approval" in body["text"] and f"<{link}|Open>" in body["text"]
+    assert body["blocks"][0]["text"]["text"] == body["text"]
+
+
+def test_titles_cannot_ping_a_slack_channel(
+    team, secret, receiver, django_capture_on_commit_callbacks
+) -> None:
+    fire(team, django_capture_on_commit_callbacks, title="<!channel> deploy & go", status="error")
+    body = json.loads(receiver.requests[0]["body"])
+    assert "<!channel>" not in body["text"] and "&lt;!channel&gt; deploy &amp; go" in body["text"]
+    assert body["conversation"]["title"] == "<!channel> deploy & go"  # data stays raw
+
+
+def test_nothing_is_sent_before_commit_or_after_a_rollback(
+    team, secret, receiver, django_capture_on_commit_callbacks
+) -> None:
+    with django_capture_on_commit_callbacks() as callbacks, transaction.atomic():
+        notify_status_on_commit(
+            conversation_id=CONVERSATION, team_id=team.pk, status="finished", reason="",
+            title="t",
+        )  # fmt: skip
+    assert receiver.requests == [] and len(callbacks) == 1
+    callbacks[0]()
+    assert len(receiver.requests) == 1
+
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom), transaction.atomic():
+        notify_status_on_commit(
+            conversation_id=CONVERSATION, team_id=team.pk, status="finished", reason="",
+            title="t",
+        )  # fmt: skip
+        raise Boom
+    assert len(receiver.requests) == 1
+
+
+def test_no_webhook_sends_nothing(
+    team, receiver, monkeypatch, django_capture_on_commit_callbacks, django_assert_num_queries
+) -> None:
+    monkeypatch.setattr(
+        notify_webhook, "apply_async", lambda **_: pytest.fail("no task for a team without")
+    )
+    with django_assert_num_queries(1), django_capture_on_commit_callbacks() as callbacks:
+        notify_status_on_commit(
+            conversation_id=CONVERSATION, team_id=team.pk, status="finished", reason="",
+            title="t",
+        )  # fmt: skip
+    assert callbacks == [] and receiver.requests == []
+
+
+def test_server_errors_are_retried_with_one_delivery_id(
+    team, secret, receiver, django_capture_on_commit_callbacks
+) -> None:
+    receiver.plan = [500, 503]
+    fire(team, django_capture_on_commit_callbacks)
+    assert len(receiver.requests) == 3
+    ids = {r["headers"]["X-Canvas-Delivery"] for r in receiver.requests}
+    assert len(ids) == 1
+
+
+def test_it_gives_up_after_three_attempts_without_raising_or_logging_secrets(
+    team, secret, receiver, caplog, django_capture_on_commit_callbacks
+) -> None:
+    receiver.plan = [500] * 10
+    with caplog.at_level(logging.DEBUG):
+        fire(team, django_capture_on_commit_callbacks)
+    assert len(receiver.requests) == MAX_ATTEMPTS == 3
+    assert "not delivered after 3 attempts" in caplog.text
+    assert secret not in caplog.text and "path-token" not in caplog.text
+
+
+def test_a_refusal_is_not_retried_and_redirects_are_not_followed(
+    team, secret, receiver, django_capture_on_commit_callbacks
+) -> None:
+    receiver.plan = [404]
+    fire(team, django_capture_on_commit_callbacks)
+    assert len(receiver.requests) == 1
+    receiver.plan = [302]
+    fire(team, django_capture_on_commit_callbacks)
+    assert [r["path"] for r in receiver.requests][1:] == ["/services/T1/B2/path-token"]
+
+
+def test_a_timeout_is_retried(
+    team, secret, receiver, monkeypatch, django_capture_on_commit_callbacks
+) -> None:
+    monkeypatch.setattr(notify, "TIMEOUT_SECONDS", 0.3)
+    receiver.delay = 1.5  # only the first request hangs
+    fire(team, django_capture_on_commit_callbacks)
+    assert len(receiver.requests) == 2
+
+
+def test_an_unreachable_webhook_never_raises_into_the_caller(
+    user, team, django_capture_on_commit_callbacks
+) -> None:
+    # A port nothing listens on: bind one, remember it, close it.
+    probe = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    port = probe.server_address[1]
+    probe.server_close()
+    notification_set(by=user, team=team, url=f"http://127.0.0.1:{port}/x")
+    fire(team, django_capture_on_commit_callbacks)  # no exception
+
+
+def test_a_broken_broker_never_raises_into_the_caller(
+    team, secret, monkeypatch, django_capture_on_commit_callbacks
+) -> None:
+    def down(**_):
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(notify_webhook, "apply_async", down)
+    fire(team, django_capture_on_commit_callbacks)  # no exception
