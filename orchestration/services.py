@@ -14,6 +14,7 @@ from django.db import transaction
 from common.errors import Conflict, Forbidden, InvalidInput
 from conversations import store
 from conversations.events import (
+    AgentErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
     Status,
@@ -30,6 +31,7 @@ from teams.permissions import Action, role_allows, team_role
 from teams.policies import policy_for_team, tighten
 from teams.services import team_ensure_personal, team_get_for
 
+from . import hook_points
 from .agent import DEFAULT_TOOLS, AgentConfig
 from .dispatch import enqueue_slice_on_commit, new_slice_id
 from .profiles import UnknownProfileError, profile_get
@@ -177,13 +179,16 @@ def conversation_create(
         )
     )
     sender = owner.get_username() if owner is not None else None
+    reported = _prompt_hooks(
+        chosen.pk, str(conversation.pk), prompt, sender, conversation.workspace_path
+    )
     with transaction.atomic():
         conversation.save()
         system = SystemPromptEvent(
             content=config.system_prompt,
             tools=[tool_schema(t) for t in tools_for(config.tools)],
         )
-        events = [system, UserMessageEvent(text=prompt, sender=sender)]
+        events = [system, *reported, UserMessageEvent(text=prompt, sender=sender)]
         events += _start_run(conversation, Status.IDLE, sender or "api")
         store.append(conversation.pk, events)
         audit_record(
@@ -192,6 +197,21 @@ def conversation_create(
         )  # fmt: skip
     conversation.refresh_from_db()
     return conversation
+
+
+def _prompt_hooks(
+    team_id: int, conversation_id: str, text: str, sender: str | None, cwd: str | None
+) -> list[AgentErrorEvent]:
+    """Run the team's UserPromptSubmit hooks: a denial refuses the message (nothing is
+    stored); hooks that broke are reported in the conversation."""
+    verdict = hook_points.user_prompt_submit(
+        team_id=team_id, conversation_id=conversation_id, text=text, sender=sender, cwd=cwd
+    )
+    if not verdict.allowed:
+        raise InvalidInput(
+            f"the message was blocked by the hook {verdict.hook!r}: {verdict.reason}"
+        )
+    return [AgentErrorEvent(code="hook_failed", message=line) for line in verdict.failures]
 
 
 def _locked(conversation_id) -> Conversation:
@@ -207,9 +227,11 @@ def conversation_post_message(
     """
     _check_text(text)
     name = sender.get_username() if sender is not None else None
+    where = Conversation.objects.only("team_id", "workspace_path").get(pk=conversation_id)
+    reported = _prompt_hooks(where.team_id, str(where.pk), text, name, where.workspace_path)
     with transaction.atomic():
         conversation = _locked(conversation_id)
-        events: list = [UserMessageEvent(text=text, sender=name)]
+        events: list = [*reported, UserMessageEvent(text=text, sender=name)]
         if conversation.status != Status.RUNNING:
             events += _start_run(conversation, Status(conversation.status), name or "api")
         return store.append(conversation.pk, events)[0].seq

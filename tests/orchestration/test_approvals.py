@@ -187,3 +187,46 @@ def test_stuck_patterns_stop_the_run(user, dispatched, turns, pattern):
         conversation_id=conversation.pk, text="try again", sender=user
     )
     assert status(conversation) == "running"
+
+
+def test_a_pre_tool_use_hook_blocks_an_action_and_the_agent_reads_why(user, dispatched, tmp_path):
+    from teams.hooks import hook_create
+    from teams.services import team_default_for
+
+    marker = tmp_path / "deployed"
+    hook_create(
+        by=user, team=team_default_for(user), name="no-deploys", event="PreToolUse",
+        matcher="terminal",
+        command='grep -q deploy && { echo \'{"decision": "deny", "reason": "deploys are frozen"}\'; }; exit 0',
+    )  # fmt: skip
+    conversation = start(user, terminal(f"./deploy.sh; touch {marker}"), terminal("echo fine"))
+    drive(dispatched)
+    results = [e for e in events(conversation) if e.type == "tool.result"]
+    blocked = results[0]
+    assert blocked.rejected and blocked.rejection_source == "hook"
+    assert "no-deploys" in blocked.content and "deploys are frozen" in blocked.content
+    assert not marker.exists()
+    assert results[1].content.startswith("fine")
+
+
+def test_a_stop_hook_sends_the_agent_back_to_work_once(user, dispatched, tmp_path):
+    from teams.hooks import hook_create
+    from teams.services import team_default_for
+
+    flag = tmp_path / "asked-once"
+    hook_create(
+        by=user, team=team_default_for(user), name="tests-first", event="Stop",
+        command=f"test -e {flag} && exit 0; touch {flag}; echo 'run the tests first' >&2; exit 2",
+    )  # fmt: skip
+    conversation = start(
+        user,
+        {"tool": "finish", "args": {"message": "done early"}},
+        terminal("echo tests pass"),
+        {"tool": "finish", "args": {"message": "done"}},
+    )
+    drive(dispatched)
+    log = events(conversation)
+    nudge = next(e for e in log if e.type == "message.user" and e.sender == "hook:tests-first")
+    assert "run the tests first" in nudge.text
+    assert any(e.type == "tool.result" and e.content.startswith("tests pass") for e in log)
+    assert status(conversation) == "finished"
