@@ -2,15 +2,18 @@
 
 Pure (no ORM, no templates): the detail view builds rows from stored events, the page consumer
 from records off the channel layer, and both render the same partial
-(`canvas/conversation_detail.html#event-row`). Nothing here marks text safe; the templates
+(`canvas/conversation_detail.html#event-row`). Approval cards (`#approval-card`) are built here
+too, from the approvals selector's pending actions. Nothing here marks text safe; the templates
 escape everything.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from conversations.events import (
     KNOWN_TYPES,
@@ -23,6 +26,7 @@ from conversations.events import (
     ValidationError,
     event_from_payload,
 )
+from orchestration.risk import RULES_BY_ID
 
 _PARTIAL_KINDS = {t: t.replace(".", "-") for t in KNOWN_TYPES}
 
@@ -50,6 +54,23 @@ class EventRow:
     """Pretty JSON of an unknown event's fields."""
     status_label: str = ""
     """Human words for the status a status.changed or run.finished event names."""
+    rules: list[RuleNote] = field(default_factory=list)
+    """The analyzer rules a tool call tripped, with their explanations."""
+
+
+@dataclass(frozen=True, slots=True)
+class RuleNote:
+    id: str
+    explanation: str
+
+
+def rule_notes(rule_ids: list[str]) -> list[RuleNote]:
+    """Rule ids with the analyzer's one-line reasons ("" for a rule this code does not know)."""
+    notes = []
+    for rule_id in rule_ids:
+        rule = RULES_BY_ID.get(rule_id)
+        notes.append(RuleNote(rule_id, rule.explanation if rule is not None else ""))
+    return notes
 
 
 def status_label(status: str) -> str:
@@ -92,6 +113,8 @@ def event_row(seq: int, event: AnyEvent) -> EventRow:
         ):
             command = parsed["command"]
             arguments = [a for a in arguments if a.name != "command"]
+        if event.security_risk is not None:  # shown by the risk badge instead
+            arguments = [a for a in arguments if a.name != "security_risk"]
         return EventRow(
             seq=seq,
             event=event,
@@ -99,6 +122,7 @@ def event_row(seq: int, event: AnyEvent) -> EventRow:
             command=command,
             arguments=arguments,
             raw_arguments=event.arguments if parsed is None else None,
+            rules=rule_notes(event.risk_rules),
         )
     if isinstance(event, StatusChangeEvent | RunFinishedEvent):
         return EventRow(seq=seq, event=event, kind=kind, status_label=status_label(event.status))
@@ -125,3 +149,133 @@ def last_status(rows: list[EventRow], default: str) -> str:
         if isinstance(row.event, StatusChangeEvent):
             return row.event.status.value
     return default
+
+
+# ---- Approval cards -------------------------------------------------------------------------
+
+
+class PendingLike(Protocol):
+    """What a card needs of `orchestration.approvals.PendingAction`."""
+
+    action_id: str
+    seq: int
+    tool: str
+    arguments: dict[str, Any] | str
+    risk: str
+    rules: list[tuple[str, str]]
+    thought: str
+
+
+@dataclass(frozen=True, slots=True)
+class DiffLine:
+    sign: str
+    """"+" added, "-" removed, " " unchanged."""
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalCard:
+    """One held action as the approval card shows it."""
+
+    action_id: str
+    seq: int
+    tool: str
+    risk: str
+    """LOW, MEDIUM or HIGH; "" when unknown."""
+    rules: list[RuleNote]
+    thought: str
+    model_risk: str = ""
+    """The model's own estimate, when it gave one (a security_risk argument)."""
+    command: str | None = None
+    """A terminal command."""
+    operation: str = ""
+    """A file_editor command (create, str_replace, insert, ...)."""
+    path: str = ""
+    diff: list[DiffLine] = field(default_factory=list)
+    """str_replace: old lines against new; insert: the inserted lines."""
+    insert_line: int | None = None
+    file_text: str | None = None
+    """create: the whole new file."""
+    arguments: list[Argument] = field(default_factory=list)
+    """Whatever the views above do not show."""
+    raw_arguments: str | None = None
+
+    @property
+    def summary(self) -> str:
+        """One line for lists: the command's first line, or the file operation and path."""
+        if self.command is not None:
+            lines = self.command.strip().splitlines()
+            first = lines[0] if lines else ""
+            return first + (" …" if len(lines) > 1 else "")
+        if self.operation or self.path:
+            return f"{self.operation} {self.path}".strip()
+        if self.raw_arguments is not None:
+            return self.raw_arguments.strip().splitlines()[0] if self.raw_arguments.strip() else ""
+        return ", ".join(f"{a.name}={a.value}" for a in self.arguments)[:200]
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else _pretty(value)
+
+
+def line_diff(old: str, new: str) -> list[DiffLine]:
+    """A line diff of a replacement: unchanged lines kept for context, in file order."""
+    lines = []
+    for line in difflib.ndiff(old.splitlines(), new.splitlines()):
+        if line[:1] in {"+", "-", " "}:
+            lines.append(DiffLine(line[0], line[2:]))
+    return lines
+
+
+def _file_editor_view(args: Mapping[str, Any]) -> dict[str, Any]:
+    operation = _text(args.get("command") or "")
+    view: dict[str, Any] = {"operation": operation, "path": _text(args.get("path") or "")}
+    shown = {"command", "path"}
+    if operation == "str_replace":
+        old, new = args.get("old_str"), args.get("new_str")
+        view["diff"] = line_diff(_text(old or ""), _text(new or ""))
+        shown |= {"old_str", "new_str"}
+    elif operation == "insert" and isinstance(args.get("new_str"), str):
+        view["diff"] = [DiffLine("+", line) for line in args["new_str"].splitlines()]
+        if isinstance(args.get("insert_line"), int):
+            view["insert_line"] = args["insert_line"]
+        shown |= {"new_str", "insert_line"}
+    elif operation == "create" and isinstance(args.get("file_text"), str):
+        view["file_text"] = args["file_text"]
+        shown.add("file_text")
+    view["shown"] = shown
+    return view
+
+
+def approval_card(pending: PendingLike) -> ApprovalCard:
+    """The card for one pending action: tool-specific views of its arguments, the rest as a
+    list. Arguments that are not a JSON object are shown verbatim."""
+    rules = [RuleNote(rule_id, explanation or "") for rule_id, explanation in pending.rules]
+    common: dict[str, Any] = {
+        "action_id": pending.action_id,
+        "seq": pending.seq,
+        "tool": pending.tool,
+        "risk": (pending.risk or "").upper(),
+        "rules": rules,
+        "thought": pending.thought or "",
+    }
+    args = pending.arguments
+    if not isinstance(args, Mapping):
+        return ApprovalCard(**common, raw_arguments=str(args))
+    model_risk = args.get("security_risk")
+    common["model_risk"] = model_risk.upper() if isinstance(model_risk, str) else ""
+    shown = {"security_risk"}
+    if pending.tool == "terminal" and isinstance(args.get("command"), str):
+        common["command"] = args["command"]
+        shown.add("command")
+    elif pending.tool == "file_editor":
+        view = _file_editor_view(args)
+        shown |= view.pop("shown")
+        common |= view
+    rest = [
+        Argument(name, text, block="\n" in text or len(text) > 80)
+        for name, value in args.items()
+        if name not in shown
+        for text in [_text(value)]
+    ]
+    return ApprovalCard(**common, arguments=rest)

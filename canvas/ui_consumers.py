@@ -5,6 +5,10 @@ opens (and after every reconnect) the page sends `{"resume": N}` with the last s
 the consumer then sends each later event once and in order, as a fragment that appends the
 row to `#events` out of band, plus header updates (status badge, pause button, stats). Nothing
 is sent before the first resume, so a reconnecting page never gets a gap or a duplicate.
+
+Approval cards follow the log: an `action.decision` row also turns its card into "approved /
+rejected by X" (same frame, out of band), and after a status change the header frame carries
+the whole `#approvals` section re-rendered from the pending actions as they are now.
 """
 
 from __future__ import annotations
@@ -12,13 +16,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from channels.db import database_sync_to_async
 from django.template.loader import render_to_string
 
 from common.errors import Forbidden, NotFound
+from orchestration.approvals import pending_actions
 
 from .access import Action, aconversation_for
 from .consumers import CLOSE_NOT_FOUND, EventRelayConsumer
-from .event_rows import event_row_from_record
+from .event_rows import ApprovalCard, approval_card, event_row_from_record
 
 CLOSE_BAD_REQUEST = 4400
 FRAGMENTS = "canvas/conversation_detail.html"
@@ -26,6 +32,11 @@ FRAGMENTS = "canvas/conversation_detail.html"
 
 def _wants_header_refresh(record: dict[str, Any]) -> bool:
     return record.get("type") == "status.changed" or bool(record.get("usage"))
+
+
+@database_sync_to_async
+def _pending_cards(conversation_id: str) -> list[ApprovalCard]:
+    return [approval_card(p) for p in pending_actions(conversation_id)]
 
 
 class ConversationPageConsumer(EventRelayConsumer):
@@ -64,9 +75,10 @@ class ConversationPageConsumer(EventRelayConsumer):
                 text_data=render_to_string(f"{FRAGMENTS}#event-frame", {**context, "row": row})
             )
         if any(_wants_header_refresh(r) for r in records):
-            await self._send_stats(context)
+            status_changed = any(r.get("type") == "status.changed" for r in records)
+            await self._send_stats(context, with_approvals=status_changed)
 
-    async def _send_stats(self, context: dict[str, Any]) -> None:
+    async def _send_stats(self, context: dict[str, Any], *, with_approvals: bool = False) -> None:
         try:
             conversation = await aconversation_for(
                 self.scope.get("user"), self.conversation_id, Action.VIEW
@@ -75,6 +87,9 @@ class ConversationPageConsumer(EventRelayConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         html = render_to_string(f"{FRAGMENTS}#stats", {**context, "conversation": conversation})
+        if with_approvals:
+            cards = await _pending_cards(self.conversation_id)
+            html += render_to_string(f"{FRAGMENTS}#approvals", {**context, "cards": cards})
         await self.send(text_data=html)
 
     async def _allowed(self, action: Action) -> bool:

@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from . import team_views, views
+from . import approval_views, hook_views, team_views, views
 
 urlpatterns = [
     path(
@@ -45,4 +45,58 @@ urlpatterns = [
     path("tokens/", team_views.token_list, name="token-list"),
     path("tokens/new", team_views.token_create, name="token-create"),
     path("tokens/<int:token_id>/revoke", team_views.token_revoke, name="token-revoke"),
+    # Approval cards, run control and the "Needs approval" page (canvas.approval_views).
+    path(
+        "conversations/<uuid:conversation_id>/actions/<str:action_id>/approve",
+        approval_views.action_approve,
+        name="action-approve",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/actions/<str:action_id>/reject",
+        approval_views.action_reject,
+        name="action-reject",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/actions/approve-all",
+        approval_views.actions_approve_all,
+        name="actions-approve-all",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/interrupt",
+        approval_views.conversation_interrupt,
+        name="conversation-interrupt",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/resume",
+        approval_views.conversation_resume,
+        name="conversation-resume",
+    ),
+    path("approvals/", approval_views.approval_list, name="approvals"),
+    path("approvals/count", approval_views.approval_count, name="approvals-count"),
+    # A team's hooks and notification webhook (canvas.hook_views).
+    path("teams/<int:team_id>/hooks/", hook_views.team_hooks, name="team-hooks"),
+    path("teams/<int:team_id>/hooks/add", hook_views.hook_add, name="team-hook-add"),
+    path(
+        "teams/<int:team_id>/hooks/<int:hook_id>/edit", hook_views.hook_edit, name="team-hook-edit"
+    ),
+    path(
+        "teams/<int:team_id>/hooks/<int:hook_id>/enable",
+        hook_views.hook_enable,
+        name="team-hook-enable",
+    ),
+    path(
+        "teams/<int:team_id>/hooks/<int:hook_id>/delete",
+        hook_views.hook_delete,
+        name="team-hook-delete",
+    ),
+    path(
+        "teams/<int:team_id>/notifications",
+        hook_views.notification_set,
+        name="team-notification-set",
+    ),
+    path(
+        "teams/<int:team_id>/notifications/clear",
+        hook_views.notification_clear,
+        name="team-notification-clear",
+    ),
 ]

@@ -24,11 +24,11 @@ from django_htmx.http import HttpResponseClientRedirect
 from common.errors import Forbidden, NotFound, ServiceError
 from conversations import store
 from conversations.models import Conversation
-from orchestration import services
+from orchestration import approvals, services
 from teams.permissions import role_allows, team_role
 
 from .access import Action, conversation_for, conversations_visible_to
-from .event_rows import event_row, last_status, status_label
+from .event_rows import ApprovalCard, approval_card, event_row, last_status, status_label
 from .forms import KNOWN_MODELS, ConversationCreateForm, MessageForm
 from .team_context import team_context
 
@@ -58,6 +58,10 @@ def _header_context(conversation: Conversation, *, status: str, can_act: bool) -
         "status_label": status_label(status),
         "can_act": can_act,
     }
+
+
+def _pending_cards(conversation: Conversation) -> list[ApprovalCard]:
+    return [approval_card(p) for p in approvals.pending_actions(conversation.pk)]
 
 
 def _list_context(request: HttpRequest) -> dict[str, Any]:
@@ -116,7 +120,7 @@ def conversation_detail(request: HttpRequest, conversation_id: uuid.UUID) -> Htt
     conversation.refresh_from_db()  # stats at least as new as the events shown
     status = last_status(rows, conversation.status)
     context = _header_context(conversation, status=status, can_act=_can_act(request, conversation))
-    context |= {"rows": rows, "message_form": MessageForm()}
+    context |= {"rows": rows, "message_form": MessageForm(), "cards": _pending_cards(conversation)}
     return render(request, DETAIL_TEMPLATE, context)
 
 

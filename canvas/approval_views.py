@@ -1,0 +1,203 @@
+"""Approval cards and run control: each endpoint parses, calls one service, renders a fragment.
+
+Decisions answer with the card they came from (`#approval-card` or `#approval-decided`), so a
+refusal (409 "already decided", 404, 400) is shown inline on that card; approve-all answers
+with the whole `#approvals` section; interrupt and resume answer with the header `#controls`,
+like pause. Without htmx every endpoint redirects back to the conversation with a message.
+The "Needs approval" page lists the current team's waiting conversations and is polled.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from common.errors import ServiceError
+from conversations.models import Conversation
+from orchestration import approvals, services
+
+from .access import Action
+from .event_rows import ApprovalCard
+from .team_context import team_context
+from .views import DETAIL_TEMPLATE, _conversation_or_404, _header_context, _pending_cards
+
+APPROVALS_TEMPLATE = "canvas/approvals.html"
+WAITING_LIMIT = 50
+MAX_REASON_CHARS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a decided card shows; the same fields as an ActionDecisionEvent."""
+
+    action_id: str
+    decision: str
+    by: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingConversation:
+    conversation: Conversation
+    cards: list[ApprovalCard]
+
+
+class RejectForm(forms.Form):
+    reason = forms.CharField(required=False, max_length=MAX_REASON_CHARS, strip=True)
+
+
+def _back(request: HttpRequest, conversation: Conversation, notice: str | None) -> HttpResponse:
+    if notice:
+        messages.warning(request, notice)
+    return redirect("conversation-detail", conversation_id=conversation.pk)
+
+
+def _decided(
+    request: HttpRequest, conversation: Conversation, action_id: str, decision: str, reason: str
+) -> HttpResponse:
+    if not request.htmx:
+        return _back(request, conversation, None)
+    context = {
+        "conversation_id": str(conversation.pk),
+        "decision": Decision(action_id, decision, request.user.get_username(), reason),
+    }
+    return render(request, DETAIL_TEMPLATE + "#approval-decided", context)
+
+
+def _refused(
+    request: HttpRequest, conversation: Conversation, action_id: str, error: ServiceError
+) -> HttpResponse:
+    """The card again, with the service's refusal on it; a bare notice if it is not pending."""
+    if not request.htmx:
+        return _back(request, conversation, error.detail)
+    card = next((c for c in _pending_cards(conversation) if c.action_id == action_id), None)
+    context = {
+        "conversation_id": str(conversation.pk),
+        "can_act": True,
+        "card": card,
+        "action_id": action_id,
+        "notice": error.detail,
+        "notice_status": error.status,
+    }
+    return render(request, DETAIL_TEMPLATE + "#approval-card", context, status=error.status)
+
+
+@login_required
+@require_POST
+def action_approve(
+    request: HttpRequest, conversation_id: uuid.UUID, action_id: str
+) -> HttpResponse:
+    conversation = _conversation_or_404(request, conversation_id, Action.ACT)
+    try:
+        approvals.action_approve(
+            conversation_id=conversation.pk, action_id=action_id, by=request.user
+        )
+    except ServiceError as exc:
+        return _refused(request, conversation, action_id, exc)
+    return _decided(request, conversation, action_id, "approved", "")
+
+
+@login_required
+@require_POST
+def action_reject(request: HttpRequest, conversation_id: uuid.UUID, action_id: str) -> HttpResponse:
+    conversation = _conversation_or_404(request, conversation_id, Action.ACT)
+    form = RejectForm(request.POST)
+    if not form.is_valid():
+        error = ServiceError(f"the reason must be at most {MAX_REASON_CHARS} characters.")
+        return _refused(request, conversation, action_id, error)
+    reason = form.cleaned_data["reason"]
+    try:
+        approvals.action_reject(
+            conversation_id=conversation.pk, action_id=action_id, by=request.user, reason=reason
+        )
+    except ServiceError as exc:
+        return _refused(request, conversation, action_id, exc)
+    return _decided(request, conversation, action_id, "rejected", reason)
+
+
+@login_required
+@require_POST
+def actions_approve_all(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    conversation = _conversation_or_404(request, conversation_id, Action.ACT)
+    status = 200
+    try:
+        count = approvals.actions_approve_all(conversation_id=conversation.pk, by=request.user)
+    except ServiceError as exc:
+        notice, status = exc.detail, exc.status
+    else:
+        notice = f"Approved {count} action{'' if count == 1 else 's'}."
+    if not request.htmx:
+        return _back(request, conversation, notice if status != 200 else None)
+    context = {
+        "conversation_id": str(conversation.pk),
+        "can_act": True,
+        "cards": _pending_cards(conversation),
+        "approvals_notice": notice,
+        "notice_status": status if status != 200 else None,
+    }
+    return render(request, DETAIL_TEMPLATE + "#approvals", context, status=status)
+
+
+def _run_control(request: HttpRequest, conversation_id: uuid.UUID, service: Any) -> HttpResponse:
+    """Interrupt and resume: one service call, then the header controls (as pause does)."""
+    conversation = _conversation_or_404(request, conversation_id, Action.ACT)
+    notice, status = None, 200
+    try:
+        service(conversation_id=conversation.pk, by=request.user)
+    except ServiceError as exc:
+        notice, status = exc.detail, exc.status
+    conversation.refresh_from_db()
+    if not request.htmx:
+        return _back(request, conversation, notice)
+    context = _header_context(conversation, status=conversation.status, can_act=True)
+    context["notice"] = notice
+    return render(request, DETAIL_TEMPLATE + "#controls", context, status=status)
+
+
+@login_required
+@require_POST
+def conversation_interrupt(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    return _run_control(request, conversation_id, approvals.conversation_interrupt)
+
+
+@login_required
+@require_POST
+def conversation_resume(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    return _run_control(request, conversation_id, services.conversation_run)
+
+
+def _waiting(request: HttpRequest) -> Any:
+    ctx = team_context(request)
+    return approvals.conversations_waiting(
+        request.user, ctx.current_team.pk if ctx.current_team else None
+    )
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")  # the page, or (polled) just its rows
+def approval_list(request: HttpRequest) -> HttpResponse:
+    waiting = [
+        WaitingConversation(conversation=c, cards=_pending_cards(c))
+        for c in _waiting(request).select_related("team")[:WAITING_LIMIT]
+    ]
+    context: dict[str, Any] = {"waiting": [w for w in waiting if w.cards]}
+    template = APPROVALS_TEMPLATE + ("#approval-rows" if request.htmx else "")
+    return render(request, template, context)
+
+
+@login_required
+@require_GET
+def approval_count(request: HttpRequest) -> HttpResponse:
+    """The nav badge: how many conversations of the current team wait (one COUNT query)."""
+    context = {"count": _waiting(request).count()}
+    return render(request, APPROVALS_TEMPLATE + "#approvals-count", context)
