@@ -172,9 +172,13 @@ def conversation_pending(request: HttpRequest, conversation_id: str):
     return {
         "pending": [
             {
-                "action_id": p.action_id, "tool": p.tool, "arguments": p.arguments,
-                "risk": p.risk, "rules": [rule for rule, _ in p.rules],
-                "explanations": dict(p.rules), "thought": p.thought,
+                "action_id": p.action_id,
+                "tool": p.tool,
+                "arguments": p.arguments,
+                "risk": p.risk,
+                "rules": [rule for rule, _ in p.rules],
+                "explanations": dict(p.rules),
+                "thought": p.thought,
             }  # fmt: skip
             for p in approvals.pending_actions(conversation.pk)
         ]
