@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "ninja",  # serves the API docs page from local static files, not a CDN
     "template_partials",
     "teams",
     "conversations",

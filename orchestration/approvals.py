@@ -30,6 +30,7 @@ from conversations.events import (
 )
 from conversations.models import Conversation
 from conversations.selectors import conversations_visible_to, latest_run_id
+from teams.audit import audit_record
 
 from .confirmation import parse_arguments
 from .dispatch import enqueue_slice_on_commit, new_slice_id
@@ -134,6 +135,13 @@ def _decide(
                 )
             )  # fmt: skip
         store.append(conversation.pk, appended)
+        for action in chosen:
+            audit_record(
+                actor=by, kind=f"action.{decision}", team=conversation.team_id,
+                target=str(conversation.pk),
+                data={"tool": action.tool, "risk": action.risk, "rules": action.risk_rules,
+                      **({"reason": reason} if reason else {})},
+            )  # fmt: skip
     return len(chosen)
 
 

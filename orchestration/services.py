@@ -237,14 +237,47 @@ def conversation_post_message(
         return store.append(conversation.pk, events)[0].seq
 
 
-def conversation_run(*, conversation_id, by: AbstractBaseUser | None) -> None:
-    """Continue a conversation that is not running (after a pause, an error, a limit)."""
+def conversation_run(
+    *,
+    conversation_id,
+    by: AbstractBaseUser | None,
+    max_iterations: int | None = None,
+    max_cost_usd: float | None = None,
+) -> None:
+    """Continue a conversation that is not running (after a pause, an error, a limit).
+
+    `max_iterations` / `max_cost_usd` raise (or lower) this conversation's own per-run limits
+    first, within its team's policy: how a person continues a run that hit a limit."""
     with transaction.atomic():
         conversation = _locked(conversation_id)
         if conversation.status == Status.RUNNING:
             raise Conflict("the conversation is already running.")
         name = by.get_username() if by is not None else "api"
+        if max_iterations is not None or max_cost_usd is not None:
+            _set_run_limits(conversation, max_iterations, max_cost_usd, by=by)
         store.append(conversation.pk, _start_run(conversation, Status(conversation.status), name))
+
+
+def _set_run_limits(conversation: Conversation, iterations, cost, *, by) -> None:
+    config = AgentConfig.model_validate(conversation.agent_config)
+    requested = {
+        "max_iterations": iterations if iterations is not None else config.max_iterations,
+        "max_cost_usd": cost if cost is not None else config.max_cost_usd,
+    }
+    allowed = tighten(policy_for_team(conversation.team_id), requested)
+    updated = config.model_copy(
+        update={
+            "max_iterations": allowed["max_iterations"],
+            "max_cost_usd": allowed["max_cost_usd"],
+        }
+    )
+    conversation.agent_config = updated.model_dump(mode="json")
+    conversation.save(update_fields=["agent_config", "updated_at"])
+    audit_record(
+        actor=by, kind="conversation.limits_changed", team=conversation.team_id,
+        target=str(conversation.pk),
+        data={"max_iterations": updated.max_iterations, "max_cost_usd": updated.max_cost_usd},
+    )  # fmt: skip
 
 
 def conversation_pause(*, conversation_id, by: AbstractBaseUser | None) -> None:

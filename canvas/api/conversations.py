@@ -138,10 +138,21 @@ def conversation_message(request: HttpRequest, conversation_id: str, body: Messa
     return Status(201, {"seq": seq, "status": conversation.status})
 
 
+class RunIn(Schema):
+    """Optional new per-run limits for this conversation, within the team policy."""
+
+    max_iterations: int | None = Field(default=None, ge=1, le=10_000)
+    max_cost_usd: float | None = Field(default=None, ge=0)
+
+
 @router.post("/{conversation_id}/run", response={202: dict, **ERRORS})
-def conversation_run(request: HttpRequest, conversation_id: str):
+def conversation_run(request: HttpRequest, conversation_id: str, body: RunIn | None = None):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
-    services.conversation_run(conversation_id=conversation.pk, by=request.user)
+    services.conversation_run(
+        conversation_id=conversation.pk, by=request.user,
+        max_iterations=body.max_iterations if body else None,
+        max_cost_usd=body.max_cost_usd if body else None,
+    )  # fmt: skip
     return Status(202, {"status": "running"})
 
 
@@ -216,10 +227,8 @@ def conversation_interrupt(request: HttpRequest, conversation_id: str):
 
 
 @router.post("/{conversation_id}/resume", response={202: dict, **ERRORS})
-def conversation_resume(request: HttpRequest, conversation_id: str):
-    conversation = conversation_for(request.user, conversation_id, Action.ACT)
-    services.conversation_run(conversation_id=conversation.pk, by=request.user)
-    return Status(202, {"status": "running"})
+def conversation_resume(request: HttpRequest, conversation_id: str, body: RunIn | None = None):
+    return conversation_run(request, conversation_id, body)
 
 
 def _status(conversation: Conversation) -> str:

@@ -172,3 +172,30 @@ def test_approval_routes(api, dispatched):
     assert post(api, f"{url}/interrupt", {})[0] == 409
     assert post(api, f"{url}/resume", {})[0] == 202
     assert post(api, f"{url}/resume", {})[0] == 409
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_stopped_by_its_iteration_limit_continues_with_a_raised_limit(api, dispatched):
+    from tests.orchestration.test_runner import drive
+
+    prompt = json.dumps(
+        {"script": [{"tool": "think", "args": {"thought": str(i)}} for i in range(3)]}
+    )
+    _, body = post(
+        api, "/api/conversations", {"prompt": prompt, "model": "scripted", "max_iterations": 1}
+    )
+    url = f"/api/conversations/{body['id']}"
+    drive(dispatched)
+    assert api.get(url).json()["status"] == "error"
+    events = api.get(f"{url}/events").json()["events"]
+    assert any(e["type"] == "agent.error" and e["code"] == "max_iterations" for e in events)
+    assert post(api, f"{url}/run", {"max_iterations": 0})[0] == 400
+    assert post(api, f"{url}/resume", {"max_iterations": 10})[0] == 202
+    drive(dispatched)
+    assert api.get(url).json()["status"] == "finished"
+
+
+def test_the_docs_page_uses_local_assets(client, user):
+    client.force_login(user)
+    page = client.get("/api/docs").content.decode()
+    assert "/static/ninja/swagger-ui-bundle.js" in page and "cdn" not in page.lower()

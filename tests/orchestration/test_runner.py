@@ -183,3 +183,31 @@ def test_pause_stops_between_steps_and_run_resumes(dispatched, settings):
     drive(dispatched)
     conversation.refresh_from_db()
     assert conversation.status == "finished"
+
+
+def test_a_message_sent_while_running_is_read_at_the_next_step(dispatched, settings):
+    settings.CANVAS_SLICE_STEPS = 1
+    seen: list[list[str]] = []
+
+    class Recorder:
+        """Answers like the scripted model and records what the model was shown."""
+
+        def complete(self, messages, tools):
+            from orchestration.llm import LiteLLMClient
+            from orchestration.profiles import BUILTIN_PROFILES
+
+            seen.append([m.get("content") or "" for m in messages if m["role"] == "user"])
+            return LiteLLMClient(BUILTIN_PROFILES["scripted"]).complete(messages, tools)
+
+    conversation = services.conversation_create(
+        owner=None, model="scripted",
+        prompt=script({"tool": "think", "args": {"thought": "a"}}, {"say": "done"}),
+    )  # fmt: skip
+    conversation_id, slice_id = dispatched.pop()
+    run_slice(conversation_id, slice_id, llm=Recorder())
+    services.conversation_post_message(conversation_id=conversation.pk, text="also X", sender=None)
+    assert len(dispatched) == 1  # no second runner: the running one reads it
+    conversation_id, slice_id = dispatched.pop()
+    run_slice(conversation_id, slice_id, llm=Recorder())
+    assert "also X" not in seen[0] and "also X" in seen[1]
+    assert types(conversation).count("run.started") == 1
