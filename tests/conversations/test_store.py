@@ -163,3 +163,17 @@ def test_appending_to_a_missing_conversation_fails_cleanly(db):
 
     with pytest.raises(Conversation.DoesNotExist):
         store.append(uuid.uuid4(), [UserMessageEvent(text="nowhere")])
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="trigger test for Postgres")
+def test_database_refuses_rewriting_the_audit_log(user):
+    from teams.models import AuditRecord
+
+    assert AuditRecord.objects.exists()
+    for sql in ("UPDATE teams_auditrecord SET kind = 'x'", "DELETE FROM teams_auditrecord"):
+        with (
+            pytest.raises(DatabaseError, match="append-only"),
+            transaction.atomic(),
+            connection.cursor() as cursor,
+        ):
+            cursor.execute(sql)
