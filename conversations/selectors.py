@@ -27,3 +27,28 @@ def latest_run_id(conversation_id) -> str | None:
         .first()
     )
     return row.get("run_id") if row else None
+
+
+def held_batch_start(conversation_id) -> int | None:
+    """Seq of the first action of the latest batch that held an action for approval, or None.
+
+    A batch's actions are appended together, in order, so everything about the approval in
+    progress (the held actions, their decisions and results) lies at or after this seq. Walks
+    the (conversation, seq) index backwards and stops at the first match: cheap however long
+    the log is.
+    """
+    row = (
+        ConversationEvent.objects.filter(
+            conversation_id=conversation_id, type="tool.call", payload__requires_confirmation=True
+        )
+        .order_by("-seq")
+        .values_list("seq", "payload__batch_index")
+        .first()
+    )
+    return None if row is None else row[0] - int(row[1] or 0)
+
+
+def action_exists(conversation_id, action_id: str) -> bool:
+    return ConversationEvent.objects.filter(
+        conversation_id=conversation_id, type="tool.call", payload__id=action_id
+    ).exists()

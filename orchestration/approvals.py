@@ -29,7 +29,12 @@ from conversations.events import (
     StatusChangeEvent,
 )
 from conversations.models import Conversation
-from conversations.selectors import conversations_visible_to, latest_run_id
+from conversations.selectors import (
+    action_exists,
+    conversations_visible_to,
+    held_batch_start,
+    latest_run_id,
+)
 from teams.audit import audit_record
 
 from .confirmation import parse_arguments
@@ -66,7 +71,11 @@ def pending_in(events: list[tuple[int, AnyEvent]]) -> list[tuple[int, ActionEven
 
 
 def _events(conversation_id) -> list[tuple[int, AnyEvent]]:
-    return [(s.seq, s.event) for s in store.load(conversation_id)]
+    """The events of the latest held batch onwards: all an approval needs, not the whole log."""
+    start = held_batch_start(conversation_id)
+    if start is None:
+        return []
+    return [(s.seq, s.event) for s in store.load(conversation_id, after_seq=start - 1)]
 
 
 def pending_actions(conversation_id) -> list[PendingAction]:
@@ -107,8 +116,9 @@ def _decide(
         if conversation.status != Status.WAITING_FOR_CONFIRMATION or (
             action_ids is not None and not set(action_ids) & set(pending)
         ):
-            known = {e.id for _, e in events if isinstance(e, ActionEvent)}
-            if action_ids is not None and not set(action_ids) & known:
+            if action_ids is not None and not any(
+                action_exists(conversation.pk, i) for i in action_ids
+            ):
                 raise NotFound("no such pending action.")
             raise Conflict("this action was already decided, or nothing is waiting.")
         chosen = [pending[i] for i in (action_ids or list(pending)) if i in pending]
