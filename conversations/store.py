@@ -32,6 +32,7 @@ from .events import (
     event_to_payload,
 )
 from .models import Conversation, ConversationEvent
+from .store_postgres import append_rows
 
 
 class StaleLeaseError(RuntimeError):
@@ -107,8 +108,6 @@ def append(
     pk = uuid.UUID(str(conversation_id))
     with transaction.atomic():
         if connection.vendor == "postgresql" and FAST_PATH:
-            from .store_postgres import append_rows
-
             events, payloads, seqs, created_at, status = append_rows(
                 pk, events, lease_token=lease_token, delta=row_delta(events)
             )

@@ -15,6 +15,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime
+from functools import cache
 
 from django.db import connection
 from django.utils.timezone import now
@@ -72,6 +73,7 @@ def _team_of(pk: uuid.UUID, *, fresh: bool = False) -> tuple[int, int]:
     return row
 
 
+@cache
 def _statement(count: int) -> str:
     values = ", ".join(f"(%(o{i})s::int, %(t{i})s::varchar, %(p{i})s::text)" for i in range(count))
     return _APPEND.format(values=values)
