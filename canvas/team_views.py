@@ -247,32 +247,29 @@ def member_add(request: HttpRequest, team_id: int) -> HttpResponse:
     return _members(request, team)
 
 
-@login_required
-@require_POST
-def member_set_role(request: HttpRequest, team_id: int) -> HttpResponse:
+def _member_change(request: HttpRequest, team_id: int, form_class, service) -> HttpResponse:
+    """Validate the row's form, call one service, re-render the members table either way."""
     team = _team_or_error(request, team_id, Action.VIEW)
-    form = MemberRoleForm(request.POST)
+    form = form_class(request.POST)
     if not form.is_valid():
         return _members(request, team, notice=_form_problem(form))
     try:
-        services.member_set_role(by=request.user, team=team, **form.cleaned_data)
+        service(by=request.user, team=team, **form.cleaned_data)
     except ServiceError as exc:
         return _members(request, team, notice=exc)
     return _members(request, team)
+
+
+@login_required
+@require_POST
+def member_set_role(request: HttpRequest, team_id: int) -> HttpResponse:
+    return _member_change(request, team_id, MemberRoleForm, services.member_set_role)
 
 
 @login_required
 @require_POST
 def member_remove(request: HttpRequest, team_id: int) -> HttpResponse:
-    team = _team_or_error(request, team_id, Action.VIEW)
-    form = MemberForm(request.POST)
-    if not form.is_valid():
-        return _members(request, team, notice=_form_problem(form))
-    try:
-        services.member_remove(by=request.user, team=team, **form.cleaned_data)
-    except ServiceError as exc:
-        return _members(request, team, notice=exc)
-    return _members(request, team)
+    return _member_change(request, team_id, MemberForm, services.member_remove)
 
 
 @login_required
