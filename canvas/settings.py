@@ -102,6 +102,13 @@ else:
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Event appends run as prepared statements (conversations/store_postgres.py); off behind a
+# transaction-mode pooler that cannot carry them (PgBouncer before 1.21). The ORM's own
+# cursors bind on the client and never prepare, whatever the threshold.
+CANVAS_PREPARED_APPEND = _env_bool("CANVAS_PREPARED_APPEND", True)
+if CANVAS_PREPARED_APPEND and "postgresql" in DATABASES["default"]["ENGINE"]:
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
+
 # --- Redis: broker and channel layer --------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")
 EMBEDDED = not REDIS_URL
@@ -109,7 +116,7 @@ EMBEDDED = not REDIS_URL
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "BACKEND": "canvas.layers.RedisPubSubLayer",
             "CONFIG": {"hosts": [REDIS_URL]},
         }
     }

@@ -2,14 +2,15 @@
 
 A message here is a hint, not a delivery guarantee: the channel layer is at-most-once, so a
 consumer that sees a gap reads the missing seqs from the database. Publishing goes through one
-long-lived background loop so that a worker appending thousands of events keeps one connection
-to Redis instead of opening one per append.
+background thread per process, so an append never waits on Redis and a worker appending
+thousands of events sends them in a few batches over one connection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import uuid
 from typing import Any
@@ -28,45 +29,93 @@ def conversation_group(conversation_id: uuid.UUID | str) -> str:
 
 
 class _Publisher:
+    """One background thread per process that sends hints in batches.
+
+    Appenders only add to a list and wake the thread when it sleeps; the thread takes
+    everything pending, merges each conversation's contiguous hints into one message and
+    sends the lot. A layer that offers `group_send_batch` (canvas.layers' Redis layer) gets
+    the batch in one call, one round trip per Redis host; any other layer gets `group_send`
+    per message on the thread's own event loop.
+    """
+
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: asyncio.Queue[tuple[str, dict[str, Any]]] | None = None
-
-    def _ensure_started(self) -> tuple[asyncio.AbstractEventLoop, asyncio.Queue]:
-        with self._lock:
-            if self._loop is None or not self._loop.is_running():
-                ready = threading.Event()
-                self._loop = asyncio.new_event_loop()
-                threading.Thread(
-                    target=self._run,
-                    args=(self._loop, ready),
-                    name="canvas-publisher",
-                    daemon=True,
-                ).start()
-                ready.wait()
-            assert self._queue is not None
-            return self._loop, self._queue
-
-    def _run(self, loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
-        asyncio.set_event_loop(loop)
-        self._queue = asyncio.Queue()
-        loop.create_task(self._drain(self._queue))
-        ready.set()
-        loop.run_forever()
-
-    async def _drain(self, queue: asyncio.Queue) -> None:
-        layer = get_channel_layer()
-        while True:
-            group, message = await queue.get()
-            try:
-                await layer.group_send(group, message)
-            except Exception as exc:  # a lost hint is recovered by the consumer's catch-up read
-                logger.warning("channel layer publish failed for %s: %r", group, exc)
+        self._wakeup = threading.Condition()
+        self._pending: list[tuple[str, dict[str, Any]]] = []
+        self._pid = 0
 
     def publish(self, group: str, message: dict[str, Any]) -> None:
-        loop, queue = self._ensure_started()
-        loop.call_soon_threadsafe(queue.put_nowait, (group, message))
+        with self._wakeup:
+            if self._pid != os.getpid():  # first use, or a forked child (a Celery worker)
+                self._pid, self._pending = os.getpid(), []
+                threading.Thread(target=self._run, name="canvas-publisher", daemon=True).start()
+            self._pending.append((group, message))
+            if len(self._pending) == 1:
+                self._wakeup.notify()
+
+    def _run(self) -> None:
+        layer = get_channel_layer()
+        loop = asyncio.new_event_loop()
+        while True:
+            with self._wakeup:
+                while not self._pending:
+                    self._wakeup.wait()
+                batch, self._pending = self._pending, []
+            try:
+                self._send(layer, loop, coalesce(batch))
+            except Exception as exc:  # a lost hint is recovered by the consumer's catch-up
+                logger.warning("channel layer publish failed: %r", exc)
+
+    @staticmethod
+    def _send(layer: Any, loop: asyncio.AbstractEventLoop, batch: list[tuple[str, dict]]) -> None:
+        # Looked up on the class: channels_redis layers answer unknown attributes through
+        # __getattr__, which needs a running event loop.
+        if hasattr(type(layer), "group_send_batch"):
+            layer.group_send_batch(batch)
+            return
+        for group, message in batch:
+            loop.run_until_complete(layer.group_send(group, message))
+
+
+def coalesce(batch: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """Merge each conversation's hints whose seqs run on without a gap, in seq order.
+
+    Hints of one conversation can arrive out of order (threads commit in one order and
+    publish in another) or with holes (another process appended in between); consumers
+    forward inline records only when they continue their last seq, so a merged message must
+    hold one contiguous run.
+    """
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    for group, message in batch:
+        by_group.setdefault(group, []).append(message)
+    merged: list[tuple[str, dict[str, Any]]] = []
+    for group, messages in by_group.items():
+        messages.sort(key=lambda m: m["first_seq"])
+        current = messages[0]
+        for message in messages[1:]:
+            joined = _join(current, message)
+            if joined is None:
+                merged.append((group, current))
+                current = message
+            else:
+                current = joined
+        merged.append((group, current))
+    return merged
+
+
+def _join(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any] | None:
+    if second["first_seq"] != first["last_seq"] + 1:
+        return None
+    if first["records"] is None or second["records"] is None:
+        records = None  # seqs only: consumers read the rows
+    else:
+        records = first["records"] + second["records"]
+        if _size(records) > INLINE_PAYLOAD_LIMIT:
+            records = None
+    return {**second, "first_seq": first["first_seq"], "records": records}
+
+
+def _size(records: list[dict[str, Any]]) -> int:
+    return sum(len(str(r)) for r in records)
 
 
 _publisher = _Publisher()
@@ -78,7 +127,7 @@ def publish_events(
     """Send a hint that `records` (API-shaped dicts with `seq`) were committed."""
     if not records:
         return
-    inline = sum(len(str(r)) for r in records) <= INLINE_PAYLOAD_LIMIT
+    inline = _size(records) <= INLINE_PAYLOAD_LIMIT
     _publisher.publish(
         conversation_group(conversation_id),
         {

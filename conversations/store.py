@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -106,21 +107,28 @@ def append(
     if not events:
         return []
     pk = uuid.UUID(str(conversation_id))
-    with transaction.atomic():
-        if connection.vendor == "postgresql" and FAST_PATH:
+    if connection.vendor == "postgresql" and FAST_PATH:
+        # The Postgres append is one statement, and one statement in autocommit is a
+        # transaction of its own: BEGIN and COMMIT would be two more round trips. Inside an
+        # outer transaction it still takes a savepoint, so a failure leaves the caller's
+        # transaction usable, as the portable path does.
+        outer = transaction.atomic() if connection.in_atomic_block else nullcontext()
+        with outer:
             events, payloads, seqs, created_at, status = append_rows(
                 pk, events, lease_token=lease_token, delta=row_delta(events)
             )
-        else:
+    else:
+        with transaction.atomic():
             events, payloads, seqs, created_at, status = _append_rows_orm(
                 pk, events, lease_token=lease_token
             )
-        stored = [
-            StoredEvent(seq=seq, created_at=created_at, event=event)
-            for seq, event in zip(seqs, events, strict=True)
-        ]
-        records = [{"seq": seq, **payload} for seq, payload in zip(seqs, payloads, strict=True)]
-        transaction.on_commit(lambda: broadcast.publish_events(pk, records, status=status))
+    stored = [
+        StoredEvent(seq=seq, created_at=created_at, event=event)
+        for seq, event in zip(seqs, events, strict=True)
+    ]
+    records = [{"seq": seq, **payload} for seq, payload in zip(seqs, payloads, strict=True)]
+    # Runs at once when the append committed on its own, else after the outer commit.
+    transaction.on_commit(lambda: broadcast.publish_events(pk, records, status=status))
     return stored
 
 

@@ -127,6 +127,45 @@ def test_publishes_only_after_commit(published):
     assert conversation.last_seq == 1
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_append_outside_a_transaction_is_committed_and_published_at_once(published):
+    conversation = make_conversation()
+    assert not connection.in_atomic_block
+    store.append(conversation.pk, [UserMessageEvent(text="alone")])
+    assert [r["seq"] for r in published[0]] == [1]
+    seen: list[int] = []
+
+    def other_connection() -> None:  # a committed row is visible to everyone else
+        try:
+            seen.extend(
+                ConversationEvent.objects.filter(conversation=conversation).values_list(
+                    "seq", flat=True
+                )
+            )
+        finally:
+            connection.close()
+
+    reader = threading.Thread(target=other_connection)
+    reader.start()
+    reader.join()
+    assert seen == [1]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="prepared statements are Postgres")
+@pytest.mark.django_db(transaction=True)
+def test_postgres_appends_run_as_a_prepared_statement(append_path):
+    conversation = make_conversation()
+    for i in range(3):
+        store.append(conversation.pk, [UserMessageEvent(text=f"m{i}")])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements"
+            " WHERE statement LIKE '%%INSERT INTO conversations_conversationevent%%'"
+        )
+        (prepared,) = cursor.fetchone()
+    assert prepared == (1 if store.FAST_PATH else 0)
+
+
 def test_append_with_a_stale_lease_writes_nothing(conversation):
     Conversation.objects.filter(pk=conversation.pk).update(lease_token="current")
     with pytest.raises(store.StaleLeaseError):

@@ -1,0 +1,80 @@
+"""The publisher's batching: what it merges, what it must keep apart, and that hints arrive."""
+
+import asyncio
+import threading
+import time
+
+from channels.layers import get_channel_layer
+
+from conversations import broadcast
+from conversations.broadcast import INLINE_PAYLOAD_LIMIT, coalesce
+
+
+def hint(first: int, last: int, *, records: bool = True, status: str = "running") -> dict:
+    return {
+        "type": broadcast.EVENTS_MESSAGE_TYPE,
+        "first_seq": first,
+        "last_seq": last,
+        "status": status,
+        "records": [{"seq": s, "type": "x"} for s in range(first, last + 1)] if records else None,
+    }
+
+
+def test_contiguous_hints_of_one_conversation_become_one_message_in_seq_order() -> None:
+    merged = coalesce([("a", hint(3, 4, status="running")), ("a", hint(1, 2, status="paused"))])
+    assert len(merged) == 1
+    group, message = merged[0]
+    assert group == "a"
+    assert (message["first_seq"], message["last_seq"]) == (1, 4)
+    assert [r["seq"] for r in message["records"]] == [1, 2, 3, 4]
+    assert message["status"] == "running"  # the status after the last seq
+
+
+def test_a_gap_keeps_hints_apart_and_groups_never_mix() -> None:
+    """Seq 3 came from another process: consumers must read it from the log, so 1-2 and 4
+    may not be joined into a run that looks contiguous."""
+    merged = coalesce([("a", hint(1, 2)), ("b", hint(7, 7)), ("a", hint(4, 4))])
+    assert [(g, m["first_seq"], m["last_seq"]) for g, m in merged] == [
+        ("a", 1, 2),
+        ("a", 4, 4),
+        ("b", 7, 7),
+    ]
+
+
+def test_a_merge_too_big_to_inline_carries_seqs_only() -> None:
+    big = {"seq": 1, "type": "x", "content": "y" * (INLINE_PAYLOAD_LIMIT - 20)}
+    first = {**hint(1, 1), "records": [big]}
+    ((_, message),) = coalesce([("a", first), ("a", hint(2, 2))])
+    assert (message["first_seq"], message["last_seq"], message["records"]) == (1, 2, None)
+    ((_, message),) = coalesce([("a", hint(1, 1, records=False)), ("a", hint(2, 2))])
+    assert message["records"] is None
+
+
+def test_published_hints_reach_a_group_member_through_the_configured_layer() -> None:
+    """With REDIS_URL this is canvas.layers.RedisPubSubLayer's batch path; without, the
+    in-memory layer's group_send on the publisher's own loop."""
+    layer = get_channel_layer()
+    group = f"conversation.{'ab' * 16}"
+    received: list[dict] = []
+
+    async def member() -> None:
+        channel = await layer.new_channel()
+        await layer.group_add(group, channel)
+        subscribed.set()
+        try:
+            while len(received) < 3:
+                received.append(await asyncio.wait_for(layer.receive(channel), 10))
+        finally:
+            await layer.group_discard(group, channel)
+
+    subscribed = threading.Event()
+    listener = threading.Thread(target=lambda: asyncio.run(member()))
+    listener.start()
+    assert subscribed.wait(10)
+    time.sleep(0.2)  # a pub/sub SUBSCRIBE completes asynchronously on the Redis side
+    for seq in (1, 2, 3):
+        broadcast.publish_events(group.split(".")[1], [{"seq": seq, "type": "x"}], status="s")
+        time.sleep(0.05)  # separate batches, so every hint is its own message
+    listener.join(15)
+    assert [m["first_seq"] for m in received] == [1, 2, 3]
+    assert all(m["type"] == broadcast.EVENTS_MESSAGE_TYPE for m in received)
