@@ -1,9 +1,10 @@
 """Throughput of `conversations.store.append`, the one door into the event log.
 
 Small events (an ObservationEvent with 200 characters of content), one event per append, so
-every event is its own transaction: row lock, insert, conversation row update, commit, and the
-after-commit publish to the channel layer. Measured with one appender on one conversation,
-and with 8 threads at once, each appending to its own conversation. A third run appends
+every event is its own transaction (on Postgres one prepared statement that locks and updates
+the conversation row and inserts the event, committed on its own) plus the after-commit hint to
+the channel layer. Measured with one appender on one conversation; with 8 threads and with 8
+processes at once, each appending to its own conversation; and with 8 threads appending
 batches of 10 events per call, the shape of a parallel tool-call batch.
 
     DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/append_throughput.py [--quick]

@@ -61,7 +61,11 @@ Row = tuple[str, str, str, bool | None]
 def step_rows(r: dict[str, Any]) -> list[Row]:
     if "error" in r:
         return [("step overhead", r["error"], "", False)]
-    rows: list[Row] = []
+    unfinished = [f"{run['label']} {run['n']}" for run in r["runs"] if run["status"] != "finished"]
+    rows: list[Row] = [
+        ("step runs that ended FINISHED (a stuck or failed run's times mean nothing)",
+         f"{len(r['runs']) - len(unfinished)}/{len(r['runs'])}", "all", not unfinished)
+    ]  # fmt: skip
     n_mid = 200 if _step(r, "http think", 200) else max(run["n"] for run in r["runs"])
     n_max = max(run["n"] for run in r["runs"])
     http, http_max = _step(r, "http think", n_mid), _step(r, "http think", n_max)

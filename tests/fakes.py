@@ -94,6 +94,8 @@ def tool_until(n: int, tool: str, args: Any) -> Responder:
             varied = dict(args)
             if "command" in varied:
                 varied["command"] = f"{varied['command']} # {turn}"
+            if "thought" in varied:
+                varied["thought"] = f"{varied['thought']} {turn}"
             return Outcome(tool=tool, args=varied)
         return Outcome(tool="finish", args={"message": "done"})
 
