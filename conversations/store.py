@@ -112,8 +112,8 @@ def append(
         # transaction of its own: BEGIN and COMMIT would be two more round trips. Inside an
         # outer transaction it still takes a savepoint, so a failure leaves the caller's
         # transaction usable, as the portable path does.
-        outer = transaction.atomic() if connection.in_atomic_block else nullcontext()
-        with outer:
+        savepoint = transaction.atomic() if connection.in_atomic_block else nullcontext()
+        with savepoint:
             events, payloads, seqs, created_at, status = append_rows(
                 pk, events, lease_token=lease_token, delta=row_delta(events)
             )

@@ -25,6 +25,17 @@ def _isolated_dirs(settings, tmp_path):
     settings.CANVAS_STATE_ROOT = tmp_path / "state"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _close_consumer_connections(django_db_setup) -> Iterator[None]:
+    """Consumers reach the database through asgiref's one shared executor thread, whose
+    connection outlives the tests (CONN_MAX_AGE); close it before the test database goes."""
+    yield
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=30)
+
+
 @pytest.fixture
 def user(django_user_model):
     """alice, owner of her own team."""
