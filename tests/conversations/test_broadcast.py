@@ -4,6 +4,7 @@ import asyncio
 import threading
 import time
 
+import pytest
 from channels.layers import get_channel_layer
 
 from conversations import broadcast
@@ -50,10 +51,23 @@ def test_a_merge_too_big_to_inline_carries_seqs_only() -> None:
     assert message["records"] is None
 
 
-def test_published_hints_reach_a_group_member_through_the_configured_layer() -> None:
-    """With REDIS_URL this is canvas.layers.RedisPubSubLayer's batch path; without, the
-    in-memory layer's group_send on the publisher's own loop."""
+@pytest.fixture(params=["redis", "in-memory"])
+def layer_and_publisher(request, settings, monkeypatch):
+    """The Redis layer's batch path (the test settings), and the embedded in-memory layer,
+    which the publisher drives through `group_send` on its own loop."""
+    if request.param == "in-memory":
+        settings.CHANNEL_LAYERS = {
+            "default": {"BACKEND": "canvas.layers.ThreadSafeInMemoryChannelLayer"}
+        }
+        monkeypatch.setattr(broadcast, "_publisher", broadcast._Publisher())  # a fresh thread
     layer = get_channel_layer()
+    expected = {"redis": "RedisPubSubLayer", "in-memory": "ThreadSafeInMemoryChannelLayer"}
+    assert type(layer).__name__ == expected[request.param]
+    return layer
+
+
+def test_published_hints_reach_a_group_member(layer_and_publisher) -> None:
+    layer = layer_and_publisher
     group = f"conversation.{'ab' * 16}"
     received: list[dict] = []
 
