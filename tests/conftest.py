@@ -47,6 +47,14 @@ def user(django_user_model):
 
 
 @pytest.fixture
+def team(user):
+    """alice's team."""
+    from teams.services import team_default_for
+
+    return team_default_for(user)
+
+
+@pytest.fixture
 def other_user(django_user_model):
     """mallory, owner of another team."""
     from teams.services import team_create

@@ -33,11 +33,6 @@ def _no_dispatch(dispatched):
     return dispatched
 
 
-@pytest.fixture
-def team(user) -> Team:
-    return Team.objects.get(name="alice's team")
-
-
 def _member(django_user_model, team: Team, username: str, role: str):
     person = django_user_model.objects.create_user(username, password=f"{username}-pw-12345")
     owner = team.memberships.get(role=Role.OWNER).user

@@ -24,11 +24,6 @@ PY = sys.executable
 
 
 @pytest.fixture
-def team(user):
-    return team_default_for(user)
-
-
-@pytest.fixture
 def add(user, team):
     def add(name: str, event: str, command: str, **fields):
         return hook_create(by=user, team=team, name=name, event=event, command=command, **fields)

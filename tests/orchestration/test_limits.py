@@ -67,11 +67,6 @@ def status_of(conversation) -> str:
     return Conversation.objects.get(pk=conversation.pk).status
 
 
-@pytest.fixture
-def team(user) -> Team:
-    return Team.objects.get(memberships__user=user)
-
-
 def start(user, team: Team, prompt: str, model: str = "scripted", **limits) -> Conversation:
     return services.conversation_create(owner=user, team=team, model=model, prompt=prompt, **limits)
 

@@ -23,7 +23,6 @@ from orchestration import notify
 from orchestration.notify import notify_status_on_commit
 from orchestration.notify_tasks import MAX_ATTEMPTS, notify_webhook
 from teams.notifications import notification_set
-from teams.services import team_default_for
 
 pytestmark = pytest.mark.django_db
 
@@ -83,11 +82,6 @@ def eager() -> Iterator[None]:
     app.conf.task_always_eager = True
     yield
     app.conf.task_always_eager = before
-
-
-@pytest.fixture
-def team(user):
-    return team_default_for(user)
 
 
 @pytest.fixture

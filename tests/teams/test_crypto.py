@@ -11,16 +11,10 @@ from teams import crypto
 from teams.crypto import SecretDecryptionError
 from teams.models import Secret
 from teams.secrets import secret_create, secret_values_for_team, secrets_rotate
-from teams.services import team_default_for
 
 pytestmark = pytest.mark.django_db
 
 KEY_A, KEY_B = Fernet.generate_key().decode(), Fernet.generate_key().decode()
-
-
-@pytest.fixture
-def team(user):
-    return team_default_for(user)
 
 
 def test_rotation_keeps_every_secret_readable(settings, user, team) -> None:

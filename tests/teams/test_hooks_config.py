@@ -16,27 +16,12 @@ from teams import hooks
 from teams.models import AuditRecord, Hook, Role, Team, TeamNotification
 from teams.notifications import notification_set, webhook_target_for_team
 from teams.services import member_add, team_default_for
-from teams.tokens import api_token_create
+from tests.api import client_for, send
 
 pytestmark = pytest.mark.django_db
 
 HX = {"HTTP_HX_REQUEST": "true"}
 HOOK = {"name": "no-force-push", "event": "PreToolUse", "command": "exit 0", "matcher": "term.*"}
-
-
-def client_for(user) -> Client:
-    return Client(headers={"Authorization": f"Bearer {api_token_create(user=user)[1]}"})
-
-
-def send(client: Client, method: str, url: str, body=None):
-    return getattr(client, method)(
-        url, data=json.dumps(body) if body is not None else None, content_type="application/json"
-    )
-
-
-@pytest.fixture
-def team(user) -> Team:
-    return team_default_for(user)
 
 
 @pytest.fixture

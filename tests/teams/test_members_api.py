@@ -7,13 +7,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from teams.models import AuditRecord, Membership
-from teams.tokens import api_token_create
+from tests.api import client_for
 
 pytestmark = pytest.mark.django_db
-
-
-def client_for(user) -> Client:
-    return Client(headers={"Authorization": f"Bearer {api_token_create(user=user)[1]}"})
 
 
 def call(client: Client, method: str, url: str, body=None) -> tuple[int, object]:

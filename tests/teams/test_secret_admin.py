@@ -7,7 +7,6 @@ from django.test import Client
 
 from teams.models import AuditRecord, Secret, Team
 from teams.secrets import secret_values_for_team
-from teams.services import team_default_for
 
 pytestmark = pytest.mark.django_db
 
@@ -21,11 +20,6 @@ def admin_client(django_user_model) -> Client:
     client = Client()
     client.force_login(root)
     return client
-
-
-@pytest.fixture
-def team(user) -> Team:
-    return team_default_for(user)
 
 
 def add(client: Client, team: Team, **fields):

@@ -7,30 +7,15 @@ import json
 import pytest
 from django.test import Client
 
-from teams.models import AuditRecord, Team
+from teams.models import AuditRecord
 from teams.secrets import MAX_VALUE_BYTES, secret_values_for_team
-from teams.services import member_add, team_default_for
-from teams.tokens import api_token_create
+from teams.services import member_add
+from tests.api import client_for, send
 
 pytestmark = pytest.mark.django_db
 
 VALUE = "sk-live-0123456789abcdef"
 NEW_VALUE = "sk-live-fedcba9876543210"
-
-
-def client_for(user) -> Client:
-    return Client(headers={"Authorization": f"Bearer {api_token_create(user=user)[1]}"})
-
-
-def send(client: Client, method: str, url: str, body=None):
-    return getattr(client, method)(
-        url, data=json.dumps(body) if body is not None else None, content_type="application/json"
-    )
-
-
-@pytest.fixture
-def team(user) -> Team:
-    return team_default_for(user)
 
 
 @pytest.fixture

@@ -1,0 +1,19 @@
+"""Calling the JSON API as a token holder, from Django's test client."""
+
+from __future__ import annotations
+
+import json
+
+from django.test import Client
+
+from teams.tokens import api_token_create
+
+
+def client_for(user) -> Client:
+    return Client(headers={"Authorization": f"Bearer {api_token_create(user=user)[1]}"})
+
+
+def send(client: Client, method: str, url: str, body=None):
+    return getattr(client, method)(
+        url, data=json.dumps(body) if body is not None else None, content_type="application/json"
+    )
