@@ -102,6 +102,17 @@ class AuditRecord(models.Model):
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_name} {self.kind} {self.target}"
 
 
+def _updated_by() -> models.ForeignKey:
+    """Who last changed a configuration row; the row outlives the user."""
+    return models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+
 class Secret(models.Model):
     """A team secret. The value is only ever stored encrypted (see teams.secrets)."""
 
@@ -111,13 +122,7 @@ class Secret(models.Model):
     ciphertext = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-    updated_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-    )
+    updated_by = _updated_by()
 
     class Meta:
         ordering = ["name"]
@@ -165,13 +170,7 @@ class Policy(models.Model):
     )
     max_concurrent_runs = models.PositiveIntegerField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
-    updated_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-    )
+    updated_by = _updated_by()
 
     class Meta:
         verbose_name_plural = "policies"
@@ -284,13 +283,7 @@ class TeamNotification(models.Model):
     webhook_secret = models.TextField(help_text="The signing secret, Fernet-encrypted.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-    updated_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-    )
+    updated_by = _updated_by()
 
     def __str__(self) -> str:
         return f"notifications of {self.team}"

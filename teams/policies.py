@@ -164,6 +164,21 @@ def _ranked(value: Any, field: str, ranks: Mapping[str, int]) -> str:
     return str(value)
 
 
+def _no_looser(
+    requested: Mapping[str, Any], field: str, ranks: Mapping[str, int], current: str
+) -> str:
+    """The requested rank for `field`, or the policy's when none is asked for."""
+    value = requested.get(field)
+    if value is None:
+        return current
+    value = _ranked(value, field, ranks)
+    if ranks[value] < ranks[current]:
+        raise InvalidInput(
+            f"{field} {value!r} is looser than the team policy ({current!r}): {LOOSER}."
+        )
+    return value
+
+
 def tighten(effective: EffectivePolicy, requested: Mapping[str, Any]) -> dict[str, Any]:
     """Validate a conversation's requested overrides against its team's effective policy.
 
@@ -181,25 +196,12 @@ def tighten(effective: EffectivePolicy, requested: Mapping[str, Any]) -> dict[st
         raise InvalidInput(f"unknown overrides: {', '.join(sorted(unknown))}.")
     out: dict[str, Any] = {}
 
-    mode = requested.get("confirmation_mode")
-    if mode is not None:
-        mode = _ranked(mode, "confirmation_mode", CONFIRMATION_RANK)
-        if CONFIRMATION_RANK[mode] < CONFIRMATION_RANK[effective.confirmation_mode]:
-            raise InvalidInput(
-                f"confirmation_mode {mode!r} is looser than the team policy "
-                f"({effective.confirmation_mode!r}): {LOOSER}."
-            )
-    out["confirmation_mode"] = mode or effective.confirmation_mode
-
-    threshold = requested.get("risk_threshold")
-    if threshold is not None:
-        threshold = _ranked(threshold, "risk_threshold", THRESHOLD_RANK)
-        if THRESHOLD_RANK[threshold] < THRESHOLD_RANK[effective.risk_threshold]:
-            raise InvalidInput(
-                f"risk_threshold {threshold!r} is looser than the team policy "
-                f"({effective.risk_threshold!r}): {LOOSER}."
-            )
-    out["risk_threshold"] = threshold or effective.risk_threshold
+    out["confirmation_mode"] = _no_looser(
+        requested, "confirmation_mode", CONFIRMATION_RANK, effective.confirmation_mode
+    )
+    out["risk_threshold"] = _no_looser(
+        requested, "risk_threshold", THRESHOLD_RANK, effective.risk_threshold
+    )
 
     limit = effective.max_iterations_per_run
     iterations = requested.get("max_iterations")
