@@ -13,7 +13,7 @@ import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from conversations.events import (
     KNOWN_TYPES,
@@ -27,6 +27,9 @@ from conversations.events import (
     event_from_payload,
 )
 from orchestration.risk import RULES_BY_ID
+
+if TYPE_CHECKING:
+    from orchestration.approvals import PendingAction
 
 _PARTIAL_KINDS = {t: t.replace(".", "-") for t in KNOWN_TYPES}
 
@@ -154,18 +157,6 @@ def last_status(rows: list[EventRow], default: str) -> str:
 # ---- Approval cards -------------------------------------------------------------------------
 
 
-class PendingLike(Protocol):
-    """What a card needs of `orchestration.approvals.PendingAction`."""
-
-    action_id: str
-    seq: int
-    tool: str
-    arguments: dict[str, Any] | str
-    risk: str
-    rules: list[tuple[str, str]]
-    thought: str
-
-
 @dataclass(frozen=True, slots=True)
 class DiffLine:
     sign: str
@@ -247,7 +238,7 @@ def _file_editor_view(args: Mapping[str, Any]) -> dict[str, Any]:
     return view
 
 
-def approval_card(pending: PendingLike) -> ApprovalCard:
+def approval_card(pending: PendingAction) -> ApprovalCard:
     """The card for one pending action: tool-specific views of its arguments, the rest as a
     list. Arguments that are not a JSON object are shown verbatim."""
     rules = [RuleNote(rule_id, explanation or "") for rule_id, explanation in pending.rules]

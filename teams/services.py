@@ -116,16 +116,20 @@ def member_add(*, by, team: Team, username: str, role: str = Role.MEMBER) -> Mem
     return membership
 
 
+def _locked_membership(team: Team, username: str) -> Membership:
+    """The member's row, locked for the rest of the caller's transaction."""
+    membership = (
+        Membership.objects.select_for_update().filter(team=team, user__username=username).first()
+    )
+    if membership is None:
+        raise NotFound(f"{username} is not a member.")
+    return membership
+
+
 def member_set_role(*, by, team: Team, username: str, role: str) -> Membership:
     _check_role(role)
     with transaction.atomic():
-        membership = (
-            Membership.objects.select_for_update()
-            .filter(team=team, user__username=username)
-            .first()
-        )
-        if membership is None:
-            raise NotFound(f"{username} is not a member.")
+        membership = _locked_membership(team, username)
         _require(by, team, role, membership.role)
         if (
             membership.role == Role.OWNER
@@ -144,13 +148,7 @@ def member_set_role(*, by, team: Team, username: str, role: str) -> Membership:
 
 def member_remove(*, by, team: Team, username: str) -> None:
     with transaction.atomic():
-        membership = (
-            Membership.objects.select_for_update()
-            .filter(team=team, user__username=username)
-            .first()
-        )
-        if membership is None:
-            raise NotFound(f"{username} is not a member.")
+        membership = _locked_membership(team, username)
         if membership.user_id != getattr(by, "pk", None):
             _require(by, team, membership.role)
         if membership.role == Role.OWNER and not _owners_left(team, membership):
