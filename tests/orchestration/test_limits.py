@@ -31,28 +31,15 @@ from teams.profiles import profile_create
 from teams.secrets import secret_create
 from tests.conftest import wait_for
 from tests.fakes import FakeOpenAI, think_until
+from tests.runs import drive, script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TEAM_KEY = "sk-team-secret-value"
 
 
-def script(*turns) -> str:
-    return json.dumps({"script": list(turns)})
-
-
 def thinks(n: int) -> str:
     return script(*[{"tool": "think", "args": {"thought": str(i)}} for i in range(n)])
-
-
-def drive(dispatched: list, limit: int = 100) -> None:
-    """Run enqueued slices in order until the chain stops, as a worker would."""
-    for _ in range(limit):
-        if not dispatched:
-            return
-        conversation_id, slice_id = dispatched.pop(0)
-        assert run_slice(conversation_id, slice_id) is None
-    raise AssertionError("the run did not stop")
 
 
 def events(conversation) -> list:

@@ -11,22 +11,9 @@ from conversations.events import ActionEvent, ObservationEvent
 from conversations.models import Conversation
 from orchestration import services
 from orchestration.runner import lease_claim, run_slice, sweep_runs
+from tests.runs import drive, script
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def script(*turns) -> str:
-    return json.dumps({"script": list(turns)})
-
-
-def drive(dispatched: list, limit: int = 50) -> None:
-    """Run enqueued slices in order until the chain stops, as a worker would."""
-    for _ in range(limit):
-        if not dispatched:
-            return
-        conversation_id, slice_id = dispatched.pop(0)
-        assert run_slice(conversation_id, slice_id) is None
-    raise AssertionError("the run did not stop")
 
 
 def types(conversation) -> list[str]:

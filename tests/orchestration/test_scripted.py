@@ -8,6 +8,7 @@ import pytest
 from orchestration.llm import LiteLLMClient
 from orchestration.profiles import BUILTIN_PROFILES
 from orchestration.scripted import DEMO_DONE, NOT_A_SCRIPT
+from tests.runs import script
 
 
 def ask(model: str, messages: list[dict]):
@@ -16,10 +17,6 @@ def ask(model: str, messages: list[dict]):
 
 def user(text: str) -> dict:
     return {"role": "user", "content": text}
-
-
-def script(*turns) -> str:
-    return json.dumps({"script": list(turns)})
 
 
 def test_registered_as_a_litellm_custom_provider():

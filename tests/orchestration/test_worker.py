@@ -1,6 +1,5 @@
 """Runs through real Celery worker processes on Redis and Postgres."""
 
-import json
 import time
 
 import pytest
@@ -12,12 +11,9 @@ from conversations.models import Conversation, ConversationEvent
 from orchestration import services
 from orchestration.dispatch import RUN_SLICE_TASK
 from tests.conftest import wait_for
+from tests.runs import script
 
 pytestmark = pytest.mark.worker
-
-
-def script(*turns) -> str:
-    return json.dumps({"script": list(turns)})
 
 
 def status_of(conversation) -> str:
