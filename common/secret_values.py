@@ -27,10 +27,13 @@ def remember(secrets: Mapping[str, str]) -> None:
         _generation += 1
 
 
-def known() -> tuple[int, dict[str, str]]:
-    """(generation, {name: value}); the generation changes whenever a value is added."""
+def known() -> tuple[int, list[tuple[str, str]]]:
+    """(generation, [(name, value), ...]); the generation changes whenever a value is added.
+
+    Pairs, not a mapping by name: many values share a name (every team's API_KEY, a secret's
+    value before and after a change) and every one of them must stay redactable."""
     with _lock:
-        return _generation, {name: value for value, name in _values.items()}
+        return _generation, [(name, value) for value, name in _values.items()]
 
 
 def generation() -> int:

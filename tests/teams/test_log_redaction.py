@@ -51,6 +51,14 @@ def test_values_remembered_later_are_picked_up(logs) -> None:
     assert logs.records[-1].getMessage() == "<secret:LATE>"
 
 
+def test_values_that_share_a_name_are_all_redacted(logs) -> None:
+    """Every team's webhook secret has the same label; a changed secret keeps its name."""
+    secret_values.remember({"SHARED_NAME": "first-team-value-1111"})
+    secret_values.remember({"SHARED_NAME": "second-team-value-2222"})
+    logging.getLogger("tests.logs").info("first-team-value-1111 second-team-value-2222")
+    assert logs.records[-1].getMessage() == "<secret:SHARED_NAME> <secret:SHARED_NAME>"
+
+
 def test_the_console_handler_has_the_filter() -> None:
     from django.conf import settings
 
