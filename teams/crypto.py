@@ -13,7 +13,7 @@ unreadable, and the key is only as strong as SECRET_KEY.
 from __future__ import annotations
 
 import base64
-import threading
+from functools import lru_cache
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from cryptography.hazmat.primitives import hashes
@@ -22,8 +22,6 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 _DERIVATION_INFO = b"agent-canvas team secrets v1"
-_lock = threading.Lock()
-_cached: tuple[tuple[str, ...], MultiFernet] | None = None
 
 
 class SecretDecryptionError(RuntimeError):
@@ -39,6 +37,7 @@ class SecretDecryptionError(RuntimeError):
         self.name = name
 
 
+@lru_cache(maxsize=8)
 def derived_key(secret_key: str) -> str:
     """The Fernet key used when CANVAS_SECRET_KEYS is unset."""
     hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_DERIVATION_INFO)
@@ -51,12 +50,12 @@ def _configured_keys() -> tuple[str, ...]:
 
 
 def _fernet() -> MultiFernet:
-    """The MultiFernet for the current key list, rebuilt only when the list changes."""
-    global _cached
-    keys = _configured_keys()
-    cached = _cached
-    if cached is not None and cached[0] == keys:
-        return cached[1]
+    """The MultiFernet for the current key list (settings may change it, as tests do)."""
+    return _multi_fernet(_configured_keys())
+
+
+@lru_cache(maxsize=8)
+def _multi_fernet(keys: tuple[str, ...]) -> MultiFernet:
     fernets = []
     for position, key in enumerate(keys, start=1):
         try:
@@ -66,10 +65,7 @@ def _fernet() -> MultiFernet:
                 f"CANVAS_SECRET_KEYS: key #{position} is not a Fernet key (32 url-safe "
                 "base64-encoded bytes, as Fernet.generate_key() makes)."
             ) from None
-    multi = MultiFernet(fernets)
-    with _lock:
-        _cached = (keys, multi)
-    return multi
+    return MultiFernet(fernets)
 
 
 def encrypt(value: str) -> str:
