@@ -97,7 +97,9 @@ def _require(by, team: Team, *roles: str) -> None:
 
 
 def _owners_left(team: Team, excluding: Membership) -> int:
-    return Membership.objects.filter(team=team, role=Role.OWNER).exclude(pk=excluding.pk).count()
+    """Other owners, locked: two owners demoting each other at once must not both pass."""
+    others = Membership.objects.select_for_update().filter(team=team, role=Role.OWNER)
+    return len(others.exclude(pk=excluding.pk).values_list("pk", flat=True))
 
 
 def member_add(*, by, team: Team, username: str, role: str = Role.MEMBER) -> Membership:
@@ -105,10 +107,14 @@ def member_add(*, by, team: Team, username: str, role: str = Role.MEMBER) -> Mem
     _require(by, team, role)
     user = _user_by_name(username)
     with transaction.atomic():
-        if Membership.objects.filter(team=team, user=user).exists():
-            raise Conflict(f"{user.get_username()} is already a member.")
         first = not Membership.objects.filter(user=user).exists()
-        membership = Membership.objects.create(team=team, user=user, role=role, is_default=first)
+        try:
+            with transaction.atomic():  # the unique constraint decides, also under a race
+                membership = Membership.objects.create(
+                    team=team, user=user, role=role, is_default=first
+                )
+        except IntegrityError:
+            raise Conflict(f"{user.get_username()} is already a member.") from None
         audit_record(
             actor=by, kind="member.added", team=team, target=user.get_username(),
             data={"role": role},
