@@ -8,6 +8,7 @@ and correct. No tool call is ever left without a result.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -29,7 +30,10 @@ INTERRUPTED_MESSAGE = (
 
 
 def events_from_response(response: LLMResponse) -> list[BaseEvent]:
-    """The events one LLM response means: a batch of actions, or a plain message."""
+    """The events one LLM response means: a batch of actions, or a plain message.
+
+    A batch always gets an id, even from a provider that sends none: recovery tells held
+    batches from others by it, and a shared None would make unrelated actions one batch."""
     if not response.tool_calls:
         return [
             AgentMessageEvent(
@@ -37,12 +41,13 @@ def events_from_response(response: LLMResponse) -> list[BaseEvent]:
             )
         ]
     size = len(response.tool_calls)
+    batch_id = response.id or f"resp_{uuid.uuid4().hex}"
     return [
         ActionEvent(
             tool_call_id=call.id,
             tool=call.name,
             arguments=call.arguments,
-            llm_response_id=response.id,
+            llm_response_id=batch_id,
             thought=(response.content or "") if index == 0 else "",
             batch_index=index,
             batch_size=size,

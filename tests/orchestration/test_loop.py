@@ -41,6 +41,20 @@ def test_parallel_calls_become_one_batch_with_the_cost_on_the_first():
     assert first.llm_response_id == second.llm_response_id == "r1"
 
 
+def test_a_response_without_an_id_still_makes_a_batch_of_its_own():
+    """Recovery finds held batches by this id; a provider that sends none must not merge
+    every id-less response into one batch."""
+
+    def batch(*names: str) -> list:
+        calls = [ToolCall(name, "terminal", "{}") for name in names]
+        return events_from_response(LLMResponse(None, "", calls, Usage()))
+
+    first, second = batch("a", "b")
+    (third,) = batch("c")
+    assert first.llm_response_id and first.llm_response_id == second.llm_response_id
+    assert third.llm_response_id and third.llm_response_id != first.llm_response_id
+
+
 def test_a_plain_answer_becomes_an_agent_message():
     (message,) = events_from_response(LLMResponse("r", "hi", [], Usage()))
     assert message.type == "message.agent" and message.text == "hi"
