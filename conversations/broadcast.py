@@ -90,28 +90,35 @@ def coalesce(batch: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[st
     merged: list[tuple[str, dict[str, Any]]] = []
     for group, messages in by_group.items():
         messages.sort(key=lambda m: m["first_seq"])
-        current = messages[0]
+        run = _Run(messages[0])
         for message in messages[1:]:
-            joined = _join(current, message)
-            if joined is None:
-                merged.append((group, current))
-                current = message
-            else:
-                current = joined
-        merged.append((group, current))
+            if not run.extend(message):
+                merged.append((group, run.message))
+                run = _Run(message)
+        merged.append((group, run.message))
     return merged
 
 
-def _join(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any] | None:
-    if second["first_seq"] != first["last_seq"] + 1:
-        return None
-    if first["records"] is None or second["records"] is None:
-        records = None  # seqs only: consumers read the rows
-    else:
-        records = first["records"] + second["records"]
-        if _size(records) > INLINE_PAYLOAD_LIMIT:
-            records = None
-    return {**second, "first_seq": first["first_seq"], "records": records}
+class _Run:
+    """One merged message and the size of its inline records, kept as it grows."""
+
+    def __init__(self, message: dict[str, Any]) -> None:
+        self.message = message
+        records = message["records"]
+        self.size = _size(records) if records is not None else 0
+
+    def extend(self, message: dict[str, Any]) -> bool:
+        """Append a hint that continues this run; False (and no change) when it doesn't."""
+        if message["first_seq"] != self.message["last_seq"] + 1:
+            return False
+        records, ours = message["records"], self.message["records"]
+        if ours is not None and records is not None:
+            self.size += _size(records)
+            merged = ours + records if self.size <= INLINE_PAYLOAD_LIMIT else None
+        else:
+            merged = None  # seqs only: consumers read the rows
+        self.message = {**message, "first_seq": self.message["first_seq"], "records": merged}
+        return True
 
 
 def _size(records: list[dict[str, Any]]) -> int:
