@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from django import forms
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
@@ -28,7 +27,13 @@ from orchestration import approvals, services
 from .access import Action
 from .event_rows import ApprovalCard
 from .team_context import team_context
-from .views import DETAIL_TEMPLATE, _conversation_or_404, _header_context, _pending_cards
+from .views import (
+    DETAIL_TEMPLATE,
+    _back,
+    _conversation_or_404,
+    _pending_cards,
+    _run_control,
+)
 
 APPROVALS_TEMPLATE = "canvas/approvals.html"
 WAITING_LIMIT = 50
@@ -53,12 +58,6 @@ class WaitingConversation:
 
 class RejectForm(forms.Form):
     reason = forms.CharField(required=False, max_length=MAX_REASON_CHARS, strip=True)
-
-
-def _back(request: HttpRequest, conversation: Conversation, notice: str | None) -> HttpResponse:
-    if notice:
-        messages.warning(request, notice)
-    return redirect("conversation-detail", conversation_id=conversation.pk)
 
 
 def _decided(
@@ -145,22 +144,6 @@ def actions_approve_all(request: HttpRequest, conversation_id: uuid.UUID) -> Htt
         "notice_status": status if status != 200 else None,
     }
     return render(request, DETAIL_TEMPLATE + "#approvals", context, status=status)
-
-
-def _run_control(request: HttpRequest, conversation_id: uuid.UUID, service: Any) -> HttpResponse:
-    """Interrupt and resume: one service call, then the header controls (as pause does)."""
-    conversation = _conversation_or_404(request, conversation_id, Action.ACT)
-    notice, status = None, 200
-    try:
-        service(conversation_id=conversation.pk, by=request.user)
-    except ServiceError as exc:
-        notice, status = exc.detail, exc.status
-    conversation.refresh_from_db()
-    if not request.htmx:
-        return _back(request, conversation, notice)
-    context = _header_context(conversation, status=conversation.status, can_act=True)
-    context["notice"] = notice
-    return render(request, DETAIL_TEMPLATE + "#controls", context, status=status)
 
 
 @login_required
