@@ -212,6 +212,14 @@ KNOWN_TYPES: frozenset[str] = frozenset(
 AnyEvent = Event | UnknownEvent
 
 
+def is_llm_step(event: BaseEvent) -> bool:
+    """Whether the event is one model output: a plain answer, or the first of a batch of
+    tool calls. Step counts (the row's, a run's limit, the stuck detector's) all use this."""
+    return isinstance(event, AgentMessageEvent) or (
+        isinstance(event, ActionEvent) and event.batch_index == 0
+    )
+
+
 def event_to_payload(event: BaseEvent) -> dict[str, Any]:
     """The JSON-safe dict stored in the envelope's payload column."""
     return event.model_dump(mode="json")

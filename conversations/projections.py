@@ -6,12 +6,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .events import (
-    ActionEvent,
-    AgentMessageEvent,
     AnyEvent,
     RunStartedEvent,
     Status,
     StatusChangeEvent,
+    is_llm_step,
 )
 
 
@@ -34,9 +33,7 @@ class RunState:
                 self.run_id = event.run_id
                 self.run_steps = 0
                 self.run_cost = 0.0
-            elif isinstance(event, AgentMessageEvent) or (
-                isinstance(event, ActionEvent) and event.batch_index == 0
-            ):
+            elif is_llm_step(event):
                 self.run_steps += 1
             usage = getattr(event, "usage", None)
             if usage is not None:

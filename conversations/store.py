@@ -23,14 +23,13 @@ from django.utils.timezone import now
 from . import broadcast, redaction
 from .events import (
     SCHEMA_VERSION,
-    ActionEvent,
-    AgentMessageEvent,
     AnyEvent,
     BaseEvent,
     RunStartedEvent,
     StatusChangeEvent,
     event_from_payload,
     event_to_payload,
+    is_llm_step,
 )
 from .models import Conversation, ConversationEvent
 from .store_postgres import append_rows
@@ -49,12 +48,6 @@ class StoredEvent:
     def as_record(self) -> dict[str, Any]:
         """The API's shape: the event's fields plus its seq."""
         return {"seq": self.seq, **event_to_payload(self.event)}
-
-
-def _is_llm_step(event: BaseEvent) -> bool:
-    return isinstance(event, AgentMessageEvent) or (
-        isinstance(event, ActionEvent) and event.batch_index == 0
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +77,7 @@ def row_delta(events: Sequence[BaseEvent]) -> RowDelta:
             tokens_in += usage.prompt_tokens
             tokens_out += usage.completion_tokens
             cost += Decimal(str(usage.cost_usd))
-        if _is_llm_step(event):
+        if is_llm_step(event):
             steps += 1
     return RowDelta(status, tokens_in, tokens_out, cost, steps, run_started)
 

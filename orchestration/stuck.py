@@ -17,6 +17,7 @@ from conversations.events import (
     AnyEvent,
     ObservationEvent,
     UserMessageEvent,
+    is_llm_step,
 )
 
 SAME_ACTION_OBSERVATION = 4
@@ -74,11 +75,7 @@ def _steps(events: Sequence[AnyEvent]) -> list[_Step]:
 
 def _monologue(events: Sequence[AnyEvent]) -> bool:
     """The last MONOLOGUE model outputs were all plain messages."""
-    outputs = [
-        e
-        for e in events
-        if isinstance(e, AgentMessageEvent) or (isinstance(e, ActionEvent) and e.batch_index == 0)
-    ]
+    outputs = [e for e in events if is_llm_step(e)]
     tail = outputs[-MONOLOGUE:]
     return len(tail) == MONOLOGUE and all(isinstance(e, AgentMessageEvent) for e in tail)
 
