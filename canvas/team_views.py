@@ -28,6 +28,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from common.errors import Forbidden, InvalidInput, NotFound, ServiceError
 from teams import services
+from teams.audit import audit_records
 from teams.models import ApiToken, AuditRecord, Membership, Role, Team
 from teams.permissions import Action, role_allows, team_role
 from teams.tokens import api_token_create, api_token_revoke
@@ -298,12 +299,8 @@ def team_audit(request: HttpRequest, team_id: int) -> HttpResponse:
     team = _team_or_error(request, team_id, Action.ADMINISTER)
     form = AuditFilterForm(request.GET)
     filters = {k: v for k, v in (form.cleaned_data if form.is_valid() else {}).items() if v}
-    records = AuditRecord.objects.filter(team=team)
-    shown = records
-    if "actor" in filters:
-        shown = shown.filter(actor_name=filters["actor"])
-    if "kind" in filters:
-        shown = shown.filter(kind=filters["kind"])
+    records = audit_records(team)
+    shown = audit_records(team, actor=filters.get("actor"), kind=filters.get("kind"))
     page = Paginator(shown, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         "team": team,

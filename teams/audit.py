@@ -1,8 +1,10 @@
-"""Writing the audit log. Callers pass what happened, never secret values."""
+"""Writing and reading the audit log. Callers pass what happened, never secret values."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from django.db.models import QuerySet
 
 from .models import AuditRecord, Team
 
@@ -22,3 +24,16 @@ def audit_record(
         target=target[:255],
         data=data or {},
     )
+
+
+def audit_records(
+    team: Team, *, actor: str | None = None, kind: str | None = None, kind_prefix: bool = False
+) -> QuerySet[AuditRecord]:
+    """A team's records, newest first; `kind_prefix` matches "secret." to every secret kind.
+    The caller has checked that its user may administer the team."""
+    rows = AuditRecord.objects.filter(team=team)
+    if actor:
+        rows = rows.filter(actor_name=actor)
+    if kind:
+        rows = rows.filter(kind__startswith=kind) if kind_prefix else rows.filter(kind=kind)
+    return rows

@@ -9,7 +9,8 @@ from ninja import Router, Schema, Status
 from pydantic import Field
 
 from teams import services
-from teams.models import AuditRecord, Membership
+from teams.audit import audit_records
+from teams.models import Membership
 from teams.permissions import Action, team_role, teams_for
 
 from . import ERRORS
@@ -113,11 +114,7 @@ def audit_list(
     offset: int = 0,
 ):
     team = services.team_get_for(request.user, team_id, Action.ADMINISTER)
-    rows = AuditRecord.objects.filter(team=team)
-    if actor:
-        rows = rows.filter(actor_name=actor)
-    if kind:
-        rows = rows.filter(kind__startswith=kind)
+    rows = audit_records(team, actor=actor, kind=kind, kind_prefix=True)
     limit = max(1, min(limit, AUDIT_PAGE))
     return [
         {
