@@ -24,7 +24,6 @@ from conversations.events import (
     ActionEvent,
     AnyEvent,
     ObservationEvent,
-    RunFinishedEvent,
     Status,
     StatusChangeEvent,
 )
@@ -39,7 +38,7 @@ from teams.audit import audit_record
 
 from .confirmation import parse_arguments
 from .dispatch import enqueue_slice_on_commit, new_slice_id
-from .loop import rejected_observation
+from .loop import rejected_observation, run_end_events
 from .risk import RULES_BY_ID
 
 
@@ -180,14 +179,8 @@ def conversation_interrupt(*, conversation_id, by) -> None:
         reason = f"interrupted by {name}"
         store.append(
             conversation.pk,
-            [
-                StatusChangeEvent(status=Status.PAUSED, previous=Status.RUNNING, reason=reason),
-                RunFinishedEvent(
-                    run_id=latest_run_id(conversation.pk) or "", status=Status.PAUSED,
-                    reason=reason,
-                ),
-            ],
-        )  # fmt: skip
+            run_end_events(Status.PAUSED, reason, latest_run_id(conversation.pk)),
+        )
 
 
 def conversations_waiting(user, team_id: int | None = None) -> QuerySet[Conversation]:

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from conversations.events import ActionEvent, AgentMessageEvent, BaseEvent, ObservationEvent
+from conversations.events import (
+    ActionEvent,
+    AgentMessageEvent,
+    BaseEvent,
+    ObservationEvent,
+    RunFinishedEvent,
+    Status,
+    StatusChangeEvent,
+)
 from workspaces.base import WorkspacePathError
 
 from .tools.base import SECURITY_RISK_ARGUMENT, Tool, ToolContext, ToolResult
@@ -27,6 +35,16 @@ INTERRUPTED_MESSAGE = (
     "This action was interrupted before it reported a result (the worker running it stopped). "
     "It may have partly run: verify the state before relying on it or repeating it."
 )
+
+
+def run_end_events(
+    status: Status, reason: str, run_id: str | None, *, finished_reason: str | None = None
+) -> list[BaseEvent]:
+    """The pair that ends a run: the status leaving RUNNING, then run.finished."""
+    return [
+        StatusChangeEvent(status=status, previous=Status.RUNNING, reason=reason),
+        RunFinishedEvent(run_id=run_id or "", status=status, reason=finished_reason or reason),
+    ]
 
 
 def events_from_response(response: LLMResponse) -> list[BaseEvent]:

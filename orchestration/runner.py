@@ -28,7 +28,6 @@ from conversations.events import (
     AgentErrorEvent,
     BaseEvent,
     ObservationEvent,
-    RunFinishedEvent,
     Status,
     StatusChangeEvent,
     UserMessageEvent,
@@ -52,6 +51,7 @@ from .loop import (
     execute_action,
     interrupted_observation,
     rejected_observation,
+    run_end_events,
 )
 from .notify import notify_status_on_commit
 from .profiles import UnknownProfileError, profile_get, profile_with_api_key
@@ -221,10 +221,7 @@ class SliceRunner:
 
     def end(self, status: Status, reason: str, error: AgentErrorEvent | None = None) -> None:
         events: list[BaseEvent] = [error] if error else []
-        events.append(StatusChangeEvent(status=status, previous=Status.RUNNING, reason=reason))
-        events.append(
-            RunFinishedEvent(run_id=self.history.state.run_id or "", status=status, reason=reason)
-        )
+        events.extend(run_end_events(status, reason, self.history.state.run_id))
         self.append(events)
         self._notify(status, reason)
 
@@ -458,8 +455,7 @@ def _fail(conversation_id: str, token: str, exc: BaseException) -> None:
         conversation_id,
         [
             AgentErrorEvent(code="internal_error", message=f"{type(exc).__name__}: {exc}"),
-            StatusChangeEvent(status=Status.ERROR, previous=Status.RUNNING, reason=reason),
-            RunFinishedEvent(run_id=history.state.run_id or "", status=Status.ERROR, reason=reason),
+            *run_end_events(Status.ERROR, reason, history.state.run_id),
         ],
         lease_token=token,
     )

@@ -15,7 +15,6 @@ from common.errors import Conflict, Forbidden, InvalidInput
 from conversations import store
 from conversations.events import (
     AgentErrorEvent,
-    RunFinishedEvent,
     RunStartedEvent,
     Status,
     StatusChangeEvent,
@@ -34,6 +33,7 @@ from teams.services import team_ensure_personal, team_get_for
 from . import hook_points
 from .agent import DEFAULT_TOOLS, AgentConfig
 from .dispatch import enqueue_slice_on_commit, new_slice_id
+from .loop import run_end_events
 from .profiles import UnknownProfileError, profile_get
 from .tools.base import tool_schema
 from .tools.registry import tools_for
@@ -290,10 +290,5 @@ def conversation_pause(*, conversation_id, by: AbstractBaseUser | None) -> None:
         run_id = latest_run_id(conversation.pk)
         store.append(
             conversation.pk,
-            [
-                StatusChangeEvent(
-                    status=Status.PAUSED, previous=Status.RUNNING, reason=f"paused by {name}"
-                ),
-                RunFinishedEvent(run_id=run_id or "", status=Status.PAUSED, reason="paused"),
-            ],
+            run_end_events(Status.PAUSED, f"paused by {name}", run_id, finished_reason="paused"),
         )
