@@ -138,6 +138,13 @@ class ConfirmationMode(models.TextChoices):
     RISKY = "risky", "Confirm risky actions"
 
 
+class NetworkAccess(models.TextChoices):
+    """What a sandboxed command (terminal, hook) may reach over the network."""
+
+    NONE = "none", "No network"
+    HOST = "host", "The host's network (its loopback services included)"
+
+
 class Risk(models.TextChoices):
     LOW = "LOW", "Low"
     MEDIUM = "MEDIUM", "Medium"
@@ -169,6 +176,12 @@ class Policy(models.Model):
         max_digits=12, decimal_places=4, null=True, blank=True
     )
     max_concurrent_runs = models.PositiveIntegerField(null=True, blank=True)
+    network = models.CharField(
+        max_length=8,
+        choices=NetworkAccess.choices,
+        default=NetworkAccess.NONE,
+        help_text="Network for sandboxed commands; host needs CANVAS_SANDBOX_ALLOW_HOST_NETWORK.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
     updated_by = _updated_by()
 
