@@ -30,7 +30,19 @@ def _env_list(name: str, default: str) -> list[str]:
 
 
 DEBUG = _env_bool("DEBUG", False)
-SECRET_KEY = os.environ.get("SECRET_KEY") or "insecure-embedded-default-change-me"
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    # The fallback is public (it is in this file): fine for a local SQLite demo, never for a
+    # server whose sessions, CSRF tokens and derived secret keys others could then forge.
+    if os.environ.get("DATABASE_URL") or os.environ.get("REDIS_URL"):
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. Outside the embedded mode (DATABASE_URL or REDIS_URL set) "
+            "the server refuses to start without it: export SECRET_KEY to a long random value, "
+            'e.g. python -c "import secrets; print(secrets.token_urlsafe(50))".'
+        )
+    SECRET_KEY = "insecure-embedded-default-change-me"
 ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
 
