@@ -41,5 +41,6 @@ lint: install-test
 	$(VENV)/bin/ruff format --check .
 
 bench: install-test services
+	SECRET_KEY=$${SECRET_KEY:-bench-only-not-a-secret} \
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) LITELLM_LOCAL_MODEL_COST_MAP=True \
 		$(PY) bench/run_all.py
