@@ -12,11 +12,9 @@ import asyncio
 import contextlib
 import json
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.conf import settings
-from django.http.request import split_domain_port, validate_host
 
 from common.errors import NotFound
 from conversations import store
@@ -24,33 +22,13 @@ from conversations.broadcast import conversation_group
 from conversations.models import Conversation
 
 from .access import Action, aconversation_for
+from .ws_close import CloseCode
+from .ws_origin import origin_allowed
 
 CATCH_UP_PAGE = 500
 SAFETY_POLL_SECONDS = 5.0
 """How often an idle socket checks the log itself, in case the hint for the last event of a
 burst was lost (the channel layer is at-most-once)."""
-CLOSE_NOT_FOUND = 4404
-CLOSE_FORBIDDEN_ORIGIN = 4403
-
-
-def _header(scope: dict[str, Any], name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return value.decode("latin-1")
-    return None
-
-
-def origin_allowed(scope: dict[str, Any]) -> bool:
-    """Browsers always send Origin; it must name one of our hosts. Clients without an Origin
-    (CLIs, scripts) are allowed only with a bearer token, which a browser page cannot forge."""
-    origin = _header(scope, b"origin")
-    if origin is None:
-        return bool(scope.get("auth_via_token"))
-    host = urlparse(origin).hostname
-    if not host:
-        return False
-    domain, _port = split_domain_port(host)
-    return validate_host(domain or host, settings.ALLOWED_HOSTS)
 
 
 class EventRelayConsumer(AsyncWebsocketConsumer):
@@ -69,7 +47,7 @@ class EventRelayConsumer(AsyncWebsocketConsumer):
 
     async def authorize(self) -> bool:
         if not origin_allowed(self.scope):
-            await self.close(code=CLOSE_FORBIDDEN_ORIGIN)
+            await self.close(code=CloseCode.FORBIDDEN_ORIGIN)
             return False
         user = self.scope.get("user")
         try:
@@ -77,7 +55,7 @@ class EventRelayConsumer(AsyncWebsocketConsumer):
                 user, self.scope["url_route"]["kwargs"]["conversation_id"], Action.VIEW
             )
         except NotFound:
-            await self.close(code=CLOSE_NOT_FOUND)
+            await self.close(code=CloseCode.NOT_FOUND)
             return False
         self.conversation_id = str(conversation.pk)
         self.group = conversation_group(conversation.pk)
@@ -159,7 +137,7 @@ class EventStreamConsumer(EventRelayConsumer):
         try:
             after_seq = max(0, int(query.get("after_seq", ["0"])[0]))
         except ValueError:
-            await self.close(code=4400)
+            await self.close(code=CloseCode.BAD_REQUEST)
             return
         await self.accept()
         await self.channel_layer.group_add(self.group, self.channel_name)
@@ -170,3 +148,10 @@ class EventStreamConsumer(EventRelayConsumer):
     async def send_records(self, records: list[dict[str, Any]]) -> None:
         for record in records:
             await self.send(text_data=json.dumps(record))
+
+
+class NoRouteConsumer(AsyncWebsocketConsumer):
+    """Any other websocket path: refused like an unknown conversation, not a 500."""
+
+    async def connect(self) -> None:
+        await self.close(code=CloseCode.NOT_FOUND)

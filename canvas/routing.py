@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import path, re_path
 
 from . import consumers, ui_consumers
 
@@ -13,4 +13,6 @@ websocket_urlpatterns = [
         ui_consumers.ConversationPageConsumer.as_asgi(),
         name="ws-ui-conversation",
     ),
+    # Last: channels' router raises (a 500 and a traceback) for a path no route matches.
+    re_path(r"", consumers.NoRouteConsumer.as_asgi(), name="ws-no-route"),
 ]

@@ -23,10 +23,10 @@ from common.errors import Forbidden, NotFound
 from orchestration.approvals import pending_actions
 
 from .access import Action, aconversation_for
-from .consumers import CLOSE_NOT_FOUND, EventRelayConsumer
+from .consumers import EventRelayConsumer
 from .event_rows import ApprovalCard, approval_card, event_row_from_record
+from .ws_close import CloseCode
 
-CLOSE_BAD_REQUEST = 4400
 FRAGMENTS = "canvas/conversation_detail.html"
 
 
@@ -58,7 +58,7 @@ class ConversationPageConsumer(EventRelayConsumer):
             if isinstance(resume, bool) or not isinstance(resume, int) or resume < 0:
                 raise ValueError(resume)
         except (ValueError, TypeError, KeyError):
-            await self.close(code=CLOSE_BAD_REQUEST)
+            await self.close(code=CloseCode.BAD_REQUEST)
             return
         self.last_seq = resume
         await self.catch_up()
@@ -84,7 +84,7 @@ class ConversationPageConsumer(EventRelayConsumer):
                 self.scope.get("user"), self.conversation_id, Action.VIEW
             )
         except NotFound:  # access was withdrawn while the page was open
-            await self.close(code=CLOSE_NOT_FOUND)
+            await self.close(code=CloseCode.NOT_FOUND)
             return
         html = render_to_string(f"{FRAGMENTS}#stats", {**context, "conversation": conversation})
         if with_approvals:

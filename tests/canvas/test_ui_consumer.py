@@ -25,6 +25,7 @@ from tests.factories import make_conversation as new_conversation
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+HOST = (b"host", b"testserver")
 ORIGIN = (b"origin", b"http://testserver")
 SEQ = re.compile(r'<article id="event-(\d+)" data-seq="(\d+)"')
 
@@ -38,7 +39,7 @@ def make_conversation(owner, n: int) -> Conversation:
 def session_headers(user, origin: tuple[bytes, bytes] | None = ORIGIN) -> list:
     client = Client()
     client.force_login(user)
-    headers = [(b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
+    headers = [(b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()), HOST]
     return headers + ([origin] if origin else [])
 
 
@@ -198,7 +199,7 @@ async def test_missing_origin_is_refused_for_a_session(user):
 
 async def test_anonymous_is_refused(user):
     conversation = await database_sync_to_async(make_conversation)(user, 1)
-    assert await refused(conversation, [ORIGIN]) == 4404
+    assert await refused(conversation, [HOST, ORIGIN]) == 4404
 
 
 async def test_another_users_conversation_is_refused(user, other_user):

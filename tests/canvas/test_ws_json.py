@@ -85,7 +85,8 @@ async def test_refuses_anonymous_foreign_origin_and_other_users(user, other_user
     url = f"/ws/conversations/{conversation.pk}/events"
     assert await refused(url, token_headers(api_token)) == 4404  # not alice's
     assert await refused(url, []) == 4403  # anonymous, no origin
-    assert await refused(url, [(b"origin", b"http://testserver")]) == 4404  # anonymous
+    same_origin = [(b"host", b"testserver"), (b"origin", b"http://testserver")]
+    assert await refused(url, same_origin) == 4404  # anonymous
 
     def session_cookie() -> str:
         client = Client()
@@ -93,7 +94,7 @@ async def test_refuses_anonymous_foreign_origin_and_other_users(user, other_user
         return client.cookies["sessionid"].value
 
     cookie = await database_sync_to_async(session_cookie)()
-    as_owner = [(b"cookie", f"sessionid={cookie}".encode())]
+    as_owner = [(b"cookie", f"sessionid={cookie}".encode()), (b"host", b"testserver")]
     assert await refused(url, as_owner + [(b"origin", b"http://evil.example")]) == 4403
     assert await refused(url, as_owner) == 4403  # a browser session needs a matching Origin
     communicator = WebsocketCommunicator(
