@@ -49,6 +49,34 @@ class Membership(models.Model):
         return f"{self.user} in {self.team} ({self.role})"
 
 
+class TeamInvitation(models.Model):
+    """An offer to join a team in a role, pending until the invitee accepts or declines (the
+    row then goes; the audit log keeps its history).
+
+    `username` is the name or email as the admin typed it, matched against users when they
+    look: an invitation to a name nobody has looks exactly like one to a real person, so
+    inviting reveals nothing about which accounts exist."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="invitations")
+    username = models.CharField(max_length=254, help_text="Username or email, as typed.")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )  # fmt: skip
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "username"], name="invitation_unique"),
+        ]
+        indexes = [models.Index(fields=["username"], name="invitation_username")]
+
+    def __str__(self) -> str:
+        return f"{self.username} to {self.team} ({self.role})"
+
+
 class ApiToken(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"

@@ -1,7 +1,8 @@
-"""Teams and memberships: creating teams, adding and removing people, changing roles.
+"""Teams and memberships: creating teams, inviting and removing people, changing roles.
 
 Rules: admins manage members; only owners make or unmake admins and owners; a team always
-keeps at least one owner. Every change is audited in the same transaction.
+keeps at least one owner; nobody joins a team without accepting an invitation. Every change
+is audited in the same transaction.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from django.db.models import Q
 from common.errors import Conflict, Forbidden, InvalidInput, NotFound
 
 from .audit import audit_record
-from .models import Membership, Role, Team
+from .models import Membership, Role, Team, TeamInvitation
 from .permissions import Action, role_allows, team_role
 
 PRIVILEGED = {Role.OWNER, Role.ADMIN}
@@ -102,24 +103,133 @@ def _owners_left(team: Team, excluding: Membership) -> int:
     return len(others.exclude(pk=excluding.pk).values_list("pk", flat=True))
 
 
+def _join(*, team: Team, user, role: str) -> Membership:
+    """Create the membership; the unique constraint decides, also under a race."""
+    first = not Membership.objects.filter(user=user).exists()
+    try:
+        with transaction.atomic():
+            return Membership.objects.create(team=team, user=user, role=role, is_default=first)
+    except IntegrityError:
+        raise Conflict(f"{user.get_username()} is already a member.") from None
+
+
 def member_add(*, by, team: Team, username: str, role: str = Role.MEMBER) -> Membership:
+    """Add a person at once, without their consent, and saying whether the name exists: for
+    site administrators and test setup only. The API and the pages invite (invitation_create)."""
     _check_role(role)
     _require(by, team, role)
     user = _user_by_name(username)
     with transaction.atomic():
-        first = not Membership.objects.filter(user=user).exists()
-        try:
-            with transaction.atomic():  # the unique constraint decides, also under a race
-                membership = Membership.objects.create(
-                    team=team, user=user, role=role, is_default=first
-                )
-        except IntegrityError:
-            raise Conflict(f"{user.get_username()} is already a member.") from None
+        membership = _join(team=team, user=user, role=role)
         audit_record(
             actor=by, kind="member.added", team=team, target=user.get_username(),
             data={"role": role},
         )  # fmt: skip
     return membership
+
+
+# ---- Invitations -------------------------------------------------------------------------------
+
+
+def _addressed_to(user) -> Q:
+    """Invitations naming the user by username, or by email (any case) when they have one."""
+    match = Q(username=user.get_username())
+    if getattr(user, "email", ""):
+        match |= Q(username__iexact=user.email)
+    return match
+
+
+def invitation_list_for_user(user) -> list[TeamInvitation]:
+    """The user's pending invitations, oldest first."""
+    return list(
+        TeamInvitation.objects.filter(_addressed_to(user)).select_related("team", "invited_by")
+    )
+
+
+def invitation_list_for_team(team: Team) -> list[TeamInvitation]:
+    """A team's pending invitations; the caller has checked that its user administers it."""
+    return list(team.invitations.select_related("invited_by"))
+
+
+def invitation_create(*, by, team: Team, username: str, role: str = Role.MEMBER) -> TeamInvitation:
+    """Invite a username or email in a role. The answer is the same whether or not anyone has
+    that name (the invitation waits for the name), so inviting cannot probe for accounts.
+    Inviting an existing member, or a name already invited, is a 409: both are visible to an
+    admin anyway."""
+    _check_role(role)
+    _require(by, team, role)
+    username = (username or "").strip()
+    if not username:
+        raise InvalidInput("name a username or email to invite.")
+    with transaction.atomic():
+        members = Membership.objects.filter(team=team)
+        if members.filter(Q(user__username=username) | Q(user__email__iexact=username)).exists():
+            raise Conflict(f"{username} is already a member.")
+        try:
+            with transaction.atomic():
+                invitation = TeamInvitation.objects.create(
+                    team=team, username=username, role=role, invited_by=by
+                )
+        except IntegrityError:
+            raise Conflict(f"{username} is already invited.") from None
+        audit_record(
+            actor=by, kind="member.invited", team=team, target=username, data={"role": role}
+        )
+    return invitation
+
+
+def _locked_invitation_for(user, invitation_id) -> TeamInvitation:
+    """The user's own invitation, locked; anyone else's looks exactly like a missing one."""
+    invitation = (
+        TeamInvitation.objects.select_for_update(of=("self",))
+        .filter(_addressed_to(user), pk=invitation_id)
+        .select_related("team")
+        .first()
+    )
+    if invitation is None:
+        raise NotFound("no such invitation.")
+    return invitation
+
+
+def invitation_accept(*, user, invitation_id: int) -> Membership:
+    """Join the team in the invited role; the invitation is used up."""
+    with transaction.atomic():
+        invitation = _locked_invitation_for(user, invitation_id)
+        team, role = invitation.team, invitation.role
+        invitation.delete()
+        membership = _join(team=team, user=user, role=role)
+        audit_record(
+            actor=user, kind="member.invitation_accepted", team=team,
+            target=user.get_username(), data={"role": role, "invited_as": invitation.username},
+        )  # fmt: skip
+    return membership
+
+
+def invitation_decline(*, user, invitation_id: int) -> None:
+    with transaction.atomic():
+        invitation = _locked_invitation_for(user, invitation_id)
+        invitation.delete()
+        audit_record(
+            actor=user, kind="member.invitation_declined", team=invitation.team,
+            target=user.get_username(), data={"role": invitation.role},
+        )  # fmt: skip
+
+
+def invitation_cancel(*, by, team: Team, invitation_id) -> None:
+    """Withdraw a pending invitation. Admins may cancel those in member and viewer roles;
+    owner and admin invitations need an owner, as granting those roles does."""
+    with transaction.atomic():
+        invitation = (
+            TeamInvitation.objects.select_for_update().filter(team=team, pk=invitation_id).first()
+        )
+        if invitation is None:
+            raise NotFound("no such invitation.")
+        _require(by, team, invitation.role)
+        invitation.delete()
+        audit_record(
+            actor=by, kind="member.invitation_cancelled", team=team,
+            target=invitation.username, data={"role": invitation.role},
+        )  # fmt: skip
 
 
 def _locked_membership(team: Team, username: str) -> Membership:

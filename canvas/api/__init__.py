@@ -84,7 +84,7 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 
 
 def _register_routers() -> None:
-    from . import conversations, hooks, policies, secrets, teams, tokens
+    from . import conversations, hooks, invitations, policies, secrets, teams, tokens
 
     api.add_router("/conversations", conversations.router)
     api.add_router("/teams", teams.router)
@@ -92,6 +92,7 @@ def _register_routers() -> None:
     api.add_router("/teams", policies.router)
     api.add_router("/teams", hooks.router)
     api.add_router("/tokens", tokens.router)
+    api.add_router("/invitations", invitations.router)
 
 
 _register_routers()

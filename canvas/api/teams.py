@@ -1,4 +1,4 @@
-"""Teams, members and the audit log."""
+"""Teams, members, invitations and the audit log."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pydantic import Field
 
 from teams import services
 from teams.audit import audit_records
-from teams.models import Membership
+from teams.models import Membership, TeamInvitation
 from teams.permissions import Action, team_role, teams_for
 
 from . import ERRORS
@@ -29,9 +29,19 @@ class TeamOut(Schema):
     role: str | None = None
 
 
-class MemberIn(Schema):
+class InvitationIn(Schema):
     username: str = Field(min_length=1, max_length=254, description="Username or email.")
     role: str = Field(default="member", description="owner, admin, member or viewer")
+
+
+class InvitationOut(Schema):
+    id: int
+    team: int
+    team_name: str
+    username: str = Field(description="The name or email invited, as typed.")
+    role: str
+    invited_by: str | None
+    created_at: datetime
 
 
 class RoleIn(Schema):
@@ -57,6 +67,18 @@ def _member(m: Membership) -> dict:
     return {"username": m.user.get_username(), "role": m.role, "joined_at": m.created_at}
 
 
+def invitation_out(i: TeamInvitation) -> dict:
+    return {
+        "id": i.pk,
+        "team": i.team_id,
+        "team_name": i.team.name,
+        "username": i.username,
+        "role": i.role,
+        "invited_by": i.invited_by.get_username() if i.invited_by else None,
+        "created_at": i.created_at,
+    }
+
+
 @router.post("", response={201: TeamOut, **ERRORS})
 def team_create(request: HttpRequest, body: TeamIn):
     team = services.team_create(user=request.user, name=body.name)
@@ -77,13 +99,28 @@ def member_list(request: HttpRequest, team_id: int):
     return [_member(m) for m in team.memberships.select_related("user").order_by("created_at")]
 
 
-@router.post("/{team_id}/members", response={201: MemberOut, **ERRORS})
-def member_add(request: HttpRequest, team_id: int, body: MemberIn):
+@router.get("/{team_id}/invitations", response={200: list[InvitationOut], **ERRORS})
+def invitation_list(request: HttpRequest, team_id: int):
     team = services.team_get_for(request.user, team_id, Action.ADMINISTER)
-    membership = services.member_add(
+    return [invitation_out(i) for i in services.invitation_list_for_team(team)]
+
+
+@router.post("/{team_id}/invitations", response={201: InvitationOut, **ERRORS})
+def invitation_create(request: HttpRequest, team_id: int, body: InvitationIn):
+    """People join by accepting (POST /api/invitations/{id}/accept). The answer is the same
+    whether or not anyone has the name."""
+    team = services.team_get_for(request.user, team_id, Action.ADMINISTER)
+    invitation = services.invitation_create(
         by=request.user, team=team, username=body.username, role=body.role
     )
-    return Status(201, _member(membership))
+    return Status(201, invitation_out(invitation))
+
+
+@router.delete("/{team_id}/invitations/{invitation_id}", response={204: None, **ERRORS})
+def invitation_cancel(request: HttpRequest, team_id: int, invitation_id: int):
+    team = services.team_get_for(request.user, team_id, Action.ADMINISTER)
+    services.invitation_cancel(by=request.user, team=team, invitation_id=invitation_id)
+    return Status(204, None)
 
 
 @router.patch("/{team_id}/members/{username}", response={200: MemberOut, **ERRORS})

@@ -1,4 +1,5 @@
-"""Teams and members over the API: roles, the last-owner rule, audit, 404 across teams."""
+"""Teams and members over the API: roles, the last-owner rule, audit, 404 across teams.
+People join by invitation only (tests/teams/test_invitations_api.py covers invitations)."""
 
 import json
 
@@ -39,40 +40,64 @@ def test_create_team_makes_the_creator_owner_and_lists_it(user):
     assert status == 409 and error["error"] == "conflict"
 
 
-def test_owner_adds_by_username_or_email_changes_roles_and_removes(user, bob, team_id):
-    alice = client_for(user)
+def join(team_id: int, person, username: str, role: str = "member", *, by) -> None:
+    """Invite `username` as `by`, then accept as `person`: the only way into a team."""
+    status, invitation = call(
+        by, "post", f"/api/teams/{team_id}/invitations", {"username": username, "role": role}
+    )
+    assert status == 201, invitation
+    status, joined = call(person, "post", f"/api/invitations/{invitation['id']}/accept")
+    assert status == 200 and joined == {"id": team_id, "name": joined["name"], "role": role}
+
+
+def test_owner_invites_by_username_or_email_changes_roles_and_removes(user, bob, team_id):
+    alice, as_bob = client_for(user), client_for(bob)
     base = f"/api/teams/{team_id}/members"
-    status, member = call(alice, "post", base, {"username": "bob@example.com", "role": "viewer"})
-    assert status == 201 and member["username"] == "bob" and member["role"] == "viewer"
-    assert call(alice, "post", base, {"username": "bob"})[0] == 409
-    assert call(alice, "post", base, {"username": "nobody"})[0] == 400
-    assert call(alice, "post", base, {"username": "bob", "role": "emperor"})[0] == 400
+    join(team_id, as_bob, "bob@example.com", "viewer", by=alice)
+    assert {m["username"]: m["role"] for m in call(alice, "get", base)[1]}["bob"] == "viewer"
+    invite = f"/api/teams/{team_id}/invitations"
+    status, error = call(alice, "post", invite, {"username": "bob"})
+    assert status == 409 and "already a member" in error["detail"]
+    assert call(alice, "post", invite, {"username": "bob", "role": "emperor"})[0] == 400
     assert call(alice, "patch", f"{base}/bob", {"role": "admin"})[1]["role"] == "admin"
     assert call(alice, "delete", f"{base}/bob")[0] == 204
     assert [m["username"] for m in call(alice, "get", base)[1]] == ["alice"]
     kinds = list(
         AuditRecord.objects.filter(team_id=team_id).order_by("id").values_list("kind", flat=True)
     )
-    assert kinds == ["team.created", "member.added", "member.role_changed", "member.removed"]
+    assert kinds == [
+        "team.created", "member.invited", "member.invitation_accepted", "member.role_changed",
+        "member.removed",
+    ]  # fmt: skip
     audit = call(alice, "get", f"/api/teams/{team_id}/audit?kind=member.")[1]
-    assert {a["kind"] for a in audit} == {"member.added", "member.role_changed", "member.removed"}
-    assert all(a["actor"] == "alice" for a in audit)
+    assert {a["actor"] for a in audit} == {"alice", "bob"}  # bob accepted himself
+
+
+def test_the_members_route_no_longer_adds_anyone(user, bob, team_id):
+    alice = client_for(user)
+    response = alice.post(
+        f"/api/teams/{team_id}/members", {"username": "bob"}, content_type="application/json"
+    )
+    assert response.status_code == 405
+    assert not Membership.objects.filter(user=bob).exists()
 
 
 def test_admins_manage_members_but_only_owners_grant_privilege(user, bob, team_id):
     carol = get_user_model().objects.create_user("carol", password="x" * 12)
-    alice = client_for(user)
+    alice, as_bob, as_carol = client_for(user), client_for(bob), client_for(carol)
     base = f"/api/teams/{team_id}/members"
-    call(alice, "post", base, {"username": "bob", "role": "admin"})
-    as_bob = client_for(bob)
-    assert call(as_bob, "post", base, {"username": "carol", "role": "member"})[0] == 201
+    invite = f"/api/teams/{team_id}/invitations"
+    join(team_id, as_bob, "bob", "admin", by=alice)
+    status, error = call(as_bob, "post", invite, {"username": "carol", "role": "admin"})
+    assert status == 403 and "owner" in error["detail"]
+    join(team_id, as_carol, "carol", "member", by=as_bob)
     status, error = call(as_bob, "patch", f"{base}/carol", {"role": "owner"})
     assert status == 403 and "owner" in error["detail"]
     assert call(as_bob, "delete", f"{base}/alice")[0] == 403
     assert call(as_bob, "get", f"/api/teams/{team_id}/audit")[0] == 200
-    as_carol = client_for(carol)
     assert call(as_carol, "get", base)[0] == 200
-    assert call(as_carol, "post", base, {"username": "mallory"})[0] == 403
+    assert call(as_carol, "post", invite, {"username": "mallory"})[0] == 403
+    assert call(as_carol, "get", invite)[0] == 403
     assert call(as_carol, "get", f"/api/teams/{team_id}/audit")[0] == 403
 
 
@@ -90,7 +115,8 @@ def test_members_of_another_team_get_404_and_change_nothing(user, other_user, te
     base = f"/api/teams/{team_id}"
     assert call(mallory, "get", f"{base}/members")[0] == 404
     assert call(mallory, "get", f"{base}/audit")[0] == 404
-    assert call(mallory, "post", f"{base}/members", {"username": "mallory"})[0] == 404
+    assert call(mallory, "post", f"{base}/invitations", {"username": "mallory"})[0] == 404
+    assert call(mallory, "get", f"{base}/invitations")[0] == 404
     assert call(mallory, "delete", f"{base}/members/alice")[0] == 404
     assert Membership.objects.filter(team_id=team_id).count() == 1
 
@@ -109,8 +135,8 @@ def test_conversations_go_to_the_named_or_default_team(user, other_user, team_id
 def test_viewers_read_but_cannot_write(user, bob, team_id, dispatched):
     alice = client_for(user)
     _, conversation = call(alice, "post", "/api/conversations", {"prompt": "hi"})
-    call(alice, "post", f"/api/teams/{team_id}/members", {"username": "bob", "role": "viewer"})
     as_bob = client_for(bob)
+    join(team_id, as_bob, "bob", "viewer", by=alice)
     url = f"/api/conversations/{conversation['id']}"
     assert call(as_bob, "get", url)[0] == 200
     assert call(as_bob, "get", f"{url}/events")[0] == 200
