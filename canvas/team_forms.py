@@ -33,7 +33,7 @@ class MemberRoleForm(MemberForm):
     role = forms.ChoiceField(choices=Role.choices)
 
 
-class MemberAddForm(forms.Form):
+class MemberInviteForm(forms.Form):
     username = forms.CharField(
         max_length=254,
         label="Username or email",

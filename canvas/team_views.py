@@ -1,4 +1,4 @@
-"""Team, member, token and audit pages: parse, call one service, choose a template.
+"""Team, member, invitation, token and audit pages: parse, call one service, choose a template.
 
 A team the user is not in answers 404; a role too weak for the page answers 403. A service
 refusing a write (400, 403, 409) is shown inline in the fragment that made the request, with
@@ -36,8 +36,8 @@ from teams.tokens import api_token_create, api_token_revoke
 from .team_context import current_team_set, team_context
 from .team_forms import (
     AuditFilterForm,
-    MemberAddForm,
     MemberForm,
+    MemberInviteForm,
     MemberRoleForm,
     TeamCreateForm,
     TeamSwitchForm,
@@ -91,7 +91,12 @@ def _index_context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
         }
         for team in ctx.teams
     ]
-    return {"rows": rows, "form": TeamCreateForm(), **extra}
+    return {
+        "rows": rows,
+        "form": TeamCreateForm(),
+        "invitations": services.invitation_list_for_user(request.user),
+        **extra,
+    }
 
 
 @login_required
@@ -160,6 +165,35 @@ def team_switch(request: HttpRequest) -> HttpResponse:
     return _go(request, _after_switch(request, form.cleaned_data["next"], team))
 
 
+# ---- Invitations addressed to the user -------------------------------------------------------
+
+
+@login_required
+@require_POST
+def invitation_accept(request: HttpRequest, invitation_id: int) -> HttpResponse:
+    try:
+        membership = services.invitation_accept(user=request.user, invitation_id=invitation_id)
+    except NotFound as exc:  # someone else's invitation looks exactly like a missing one
+        raise Http404(exc.detail) from None
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+        return _go(request, reverse("team-index"))
+    team = membership.team
+    messages.success(request, f"You joined “{team.name}” as {membership.get_role_display()}.")
+    return _go(request, reverse("team-detail", args=[team.pk]))
+
+
+@login_required
+@require_POST
+def invitation_decline(request: HttpRequest, invitation_id: int) -> HttpResponse:
+    try:
+        services.invitation_decline(user=request.user, invitation_id=invitation_id)
+    except NotFound as exc:
+        raise Http404(exc.detail) from None
+    messages.info(request, "Invitation declined.")
+    return _go(request, reverse("team-index"))
+
+
 # ---- One team's members ------------------------------------------------------------------------
 
 
@@ -175,7 +209,7 @@ def _detail_context(
     request: HttpRequest,
     team: Team,
     *,
-    add_form: MemberAddForm | None = None,
+    invite_form: MemberInviteForm | None = None,
     notice: ServiceError | None = None,
 ) -> dict[str, Any]:
     role = team_role(request.user, team.pk)
@@ -198,7 +232,9 @@ def _detail_context(
         "role": role,
         "can_administer": can_administer,
         "offered_roles": offered,
-        "add_form": add_form or MemberAddForm(offered_roles=offered),
+        "invite_form": invite_form or MemberInviteForm(offered_roles=offered),
+        "invitations": services.invitation_list_for_team(team) if can_administer else [],
+        "can_own": can_own,
         "notice": notice,
         "is_current": team == team_context(request).current_team,
         "is_default": Membership.objects.filter(
@@ -212,7 +248,7 @@ def _members(
     team: Team,
     *,
     notice: ServiceError | None = None,
-    add_form: MemberAddForm | None = None,
+    invite_form: MemberInviteForm | None = None,
     status: int | None = None,
 ) -> HttpResponse:
     """After a member write: the refreshed members section (htmx), or the page. A success
@@ -220,7 +256,7 @@ def _members(
     status = status or (notice.status if notice else 200)
     if status == 200 and not request.htmx:
         return redirect("team-detail", team_id=team.pk)
-    context = _detail_context(request, team, add_form=add_form, notice=notice)
+    context = _detail_context(request, team, invite_form=invite_form, notice=notice)
     template = _fragment(request, DETAIL_TEMPLATE, "members")
     return render(request, template, context, status=status)
 
@@ -234,17 +270,29 @@ def team_detail(request: HttpRequest, team_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def member_add(request: HttpRequest, team_id: int) -> HttpResponse:
+def member_invite(request: HttpRequest, team_id: int) -> HttpResponse:
+    """The same answer whether or not the name exists: the invitation waits for the name."""
     team = _team_or_error(request, team_id, Action.VIEW)
-    form = MemberAddForm(
+    form = MemberInviteForm(
         request.POST, offered_roles=_offered_roles(team_role(request.user, team_id))
     )
     if not form.is_valid():  # the form shows its own field errors
-        return _members(request, team, add_form=form, status=400)
+        return _members(request, team, invite_form=form, status=400)
     try:
-        services.member_add(by=request.user, team=team, **form.cleaned_data)
+        services.invitation_create(by=request.user, team=team, **form.cleaned_data)
     except ServiceError as exc:
-        return _members(request, team, notice=exc, add_form=form)
+        return _members(request, team, notice=exc, invite_form=form)
+    return _members(request, team)
+
+
+@login_required
+@require_POST
+def invitation_cancel(request: HttpRequest, team_id: int, invitation_id: int) -> HttpResponse:
+    team = _team_or_error(request, team_id, Action.VIEW)
+    try:
+        services.invitation_cancel(by=request.user, team=team, invitation_id=invitation_id)
+    except ServiceError as exc:
+        return _members(request, team, notice=exc)
     return _members(request, team)
 
 

@@ -38,7 +38,22 @@ urlpatterns = [
     path("teams/<int:team_id>/", team_views.team_detail, name="team-detail"),
     path("teams/<int:team_id>/default", team_views.team_set_default, name="team-default"),
     path("teams/<int:team_id>/leave", team_views.team_leave, name="team-leave"),
-    path("teams/<int:team_id>/members/add", team_views.member_add, name="team-member-add"),
+    path("teams/<int:team_id>/invitations/new", team_views.member_invite, name="team-invite"),
+    path(
+        "teams/<int:team_id>/invitations/<int:invitation_id>/cancel",
+        team_views.invitation_cancel,
+        name="team-invitation-cancel",
+    ),
+    path(
+        "invitations/<int:invitation_id>/accept",
+        team_views.invitation_accept,
+        name="invitation-accept",
+    ),
+    path(
+        "invitations/<int:invitation_id>/decline",
+        team_views.invitation_decline,
+        name="invitation-decline",
+    ),
     path("teams/<int:team_id>/members/role", team_views.member_set_role, name="team-member-role"),
     path("teams/<int:team_id>/members/remove", team_views.member_remove, name="team-member-remove"),
     path("teams/<int:team_id>/audit/", team_views.team_audit, name="team-audit"),

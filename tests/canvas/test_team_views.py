@@ -17,7 +17,7 @@ from conversations.events import Status, StatusChangeEvent
 from conversations.models import Conversation
 from orchestration.services import conversation_create
 from teams.audit import audit_record
-from teams.models import ApiToken, AuditRecord, Membership, Role, Team
+from teams.models import ApiToken, AuditRecord, Membership, Role, Team, TeamInvitation
 from teams.services import member_add, team_create
 from teams.tokens import api_token_create
 
@@ -34,6 +34,7 @@ def _no_dispatch(dispatched):
 
 
 def _member(django_user_model, team: Team, username: str, role: str):
+    """Test setup: straight in through the admin helper; the pages only invite."""
     person = django_user_model.objects.create_user(username, password=f"{username}-pw-12345")
     owner = team.memberships.get(role=Role.OWNER).user
     member_add(by=owner, team=team, username=username, role=role)
@@ -150,7 +151,7 @@ def test_member_of_another_team_gets_404_everywhere(user, team, other_user):
         assert mallory.get(url).status_code == 404, url
     before = (_roles(team), AuditRecord.objects.count(), conversation.last_seq)
     posts = [
-        (_url("team-member-add", team.pk), {"username": "mallory", "role": "owner"}),
+        (_url("team-invite", team.pk), {"username": "mallory", "role": "owner"}),
         (_url("team-member-role", team.pk), {"username": "alice", "role": "viewer"}),
         (_url("team-member-remove", team.pk), {"username": "alice"}),
         (_url("team-leave", team.pk), {}),
@@ -202,7 +203,7 @@ def test_viewer_gets_403_on_every_write(viewer, user, team):
     assert client.post(url, {"text": "hi"}, **HX).status_code == 403
     assert client.post(_url("conversation-pause", conversation.pk), **HX).status_code == 403
     for name, data in (
-        ("team-member-add", {"username": "mallory", "role": "member"}),
+        ("team-invite", {"username": "mallory", "role": "member"}),
         ("team-member-role", {"username": "alice", "role": "viewer"}),
         ("team-member-remove", {"username": "alice"}),
     ):
@@ -243,7 +244,7 @@ async def test_viewer_watches_the_live_feed_without_controls(viewer, user, team)
 
 def test_viewer_full_page_post_answers_403_too(viewer, team):
     response = _client(viewer).post(
-        _url("team-member-add", team.pk), {"username": "alice", "role": "member"}
+        _url("team-invite", team.pk), {"username": "alice", "role": "member"}
     )
     assert response.status_code == 403
     assert b"<html" in response.content
@@ -252,18 +253,29 @@ def test_viewer_full_page_post_answers_403_too(viewer, team):
 # ---- Managing members -------------------------------------------------------------------------
 
 
-def test_admin_adds_changes_and_removes_members(admin, team, django_user_model):
-    django_user_model.objects.create_user("dave", email="dave@example.com", password="x" * 12)
+def test_admin_invites_changes_and_removes_members(admin, team, django_user_model):
+    dave = django_user_model.objects.create_user(
+        "dave", email="dave@example.com", password="x" * 12
+    )
     client = _client(admin)
 
     response = client.post(
-        _url("team-member-add", team.pk), {"username": "DAVE@example.com", "role": "member"}, **HX
+        _url("team-invite", team.pk), {"username": "DAVE@example.com", "role": "member"}, **HX
     )
     assert response.status_code == 200
     page = response.content.decode()
     assert page.strip().startswith('<section id="members"')
-    assert 'id="member-dave"' in page
+    invitation = TeamInvitation.objects.get(team=team)
+    assert f'id="invitation-{invitation.pk}"' in page and "DAVE@example.com" in page
+    assert 'id="member-dave"' not in page and "dave" not in _roles(team)  # not before he accepts
+
+    dave_client = _client(dave)
+    index = dave_client.get(_url("team-index")).content.decode()
+    assert f'id="my-invitation-{invitation.pk}"' in index and "alice&#x27;s team" in index
+    response = dave_client.post(_url("invitation-accept", invitation.pk))
+    assert response.status_code == 302 and response["Location"] == _url("team-detail", team.pk)
     assert _roles(team)["dave"] == Role.MEMBER
+    assert 'id="my-invitation-' not in dave_client.get(_url("team-index")).content.decode()
 
     response = client.post(
         _url("team-member-role", team.pk), {"username": "dave", "role": "viewer"}, **HX
@@ -277,9 +289,31 @@ def test_admin_adds_changes_and_removes_members(admin, team, django_user_model):
     assert "dave" not in _roles(team)
 
     # Without htmx a success redirects back to the page (a reload repeats nothing).
-    response = client.post(_url("team-member-add", team.pk), {"username": "dave", "role": "member"})
+    response = client.post(_url("team-invite", team.pk), {"username": "dave", "role": "member"})
     assert response.status_code == 302
     assert response["Location"] == _url("team-detail", team.pk)
+
+
+def test_invitee_declines_and_admin_cancels(admin, team, django_user_model):
+    dave = django_user_model.objects.create_user("dave", password="x" * 12)
+    client = _client(admin)
+    client.post(_url("team-invite", team.pk), {"username": "dave", "role": "viewer"})
+    client.post(_url("team-invite", team.pk), {"username": "erin", "role": "member"})
+    for_dave = TeamInvitation.objects.get(username="dave")
+    for_erin = TeamInvitation.objects.get(username="erin")
+
+    # Only the invitee may answer; anyone else gets 404 and changes nothing.
+    assert client.post(_url("invitation-accept", for_dave.pk)).status_code == 404
+    response = _client(dave).post(_url("invitation-decline", for_dave.pk))
+    assert response.status_code == 302 and response["Location"] == _url("team-index")
+    assert "dave" not in _roles(team)
+
+    response = client.post(_url("team-invitation-cancel", team.pk, for_erin.pk), **HX)
+    assert response.status_code == 200
+    assert f'id="invitation-{for_erin.pk}"' not in response.content.decode()
+    assert not TeamInvitation.objects.exists()
+    kinds = set(AuditRecord.objects.filter(team=team).values_list("kind", flat=True))
+    assert {"member.invited", "member.invitation_declined", "member.invitation_cancelled"} <= kinds
 
 
 def test_admin_cannot_grant_or_touch_owner_and_admin_roles(admin, team, django_user_model):
@@ -290,14 +324,14 @@ def test_admin_cannot_grant_or_touch_owner_and_admin_roles(admin, team, django_u
     assert '<option value="viewer"' in add_form and '<option value="owner"' not in add_form
 
     response = client.post(
-        _url("team-member-add", team.pk), {"username": "dave", "role": "owner"}, **HX
+        _url("team-invite", team.pk), {"username": "dave", "role": "owner"}, **HX
     )
     assert response.status_code == 403
     page = response.content.decode()
     assert '<span class="status-code">403</span>' in page
     assert "only an owner" in page
     assert 'value="dave"' in page  # the typed name is kept
-    assert "dave" not in _roles(team)
+    assert "dave" not in _roles(team) and not TeamInvitation.objects.exists()
 
     response = client.post(
         _url("team-member-role", team.pk), {"username": "alice", "role": "member"}, **HX
@@ -321,18 +355,30 @@ def test_owner_is_offered_every_role(alice_client, team, admin):
     assert _roles(team)["ada"] == Role.OWNER
 
 
+def test_inviting_answers_alike_whether_or_not_the_name_exists(
+    alice_client, team, django_user_model
+):
+    django_user_model.objects.create_user("dave", password="x" * 12)
+    pages = {}
+    for name in ("dave", "nobody"):
+        response = alice_client.post(
+            _url("team-invite", team.pk), {"username": name, "role": "member"}, **HX
+        )
+        assert response.status_code == 200
+        pages[name] = re.sub(r"invitation-\d+|/invitations/\d+/", "", response.content.decode())
+    assert 'class="form-errors"' not in pages["dave"]
+    assert "no user named" not in pages["nobody"]
+    rows = TeamInvitation.objects.filter(team=team)
+    assert sorted(rows.values_list("username", flat=True)) == ["dave", "nobody"]
+
+
 def test_member_errors_show_their_status(alice_client, team):
     response = alice_client.post(
-        _url("team-member-add", team.pk), {"username": "nobody", "role": "member"}, **HX
-    )
-    assert response.status_code == 400
-    assert "no user named" in response.content.decode()
-    response = alice_client.post(
-        _url("team-member-add", team.pk), {"username": "alice", "role": "member"}, **HX
+        _url("team-invite", team.pk), {"username": "alice", "role": "member"}, **HX
     )
     assert response.status_code == 409
     assert '<span class="status-code">409</span>' in response.content.decode()
-    response = alice_client.post(_url("team-member-add", team.pk), {"username": ""}, **HX)
+    response = alice_client.post(_url("team-invite", team.pk), {"username": ""}, **HX)
     assert response.status_code == 400
     assert "This field is required." in response.content.decode()
 
