@@ -150,6 +150,13 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # --- The agent runtime ----------------------------------------------------------------------
 CANVAS_WORKSPACES_ROOT = Path(os.environ.get("CANVAS_WORKSPACES_ROOT", VAR_DIR / "workspaces"))
 CANVAS_STATE_ROOT = Path(os.environ.get("CANVAS_STATE_ROOT", VAR_DIR / "state"))
+# Host commands (terminal, hooks) run under bubblewrap (workspaces/sandbox.py). Where it does
+# not work they refuse to run, unless this allows them unsandboxed: only the embedded demo does.
+CANVAS_BWRAP = os.environ.get("CANVAS_BWRAP", "")
+CANVAS_UNSANDBOXED_COMMANDS = _env_bool("CANVAS_UNSANDBOXED_COMMANDS", EMBEDDED)
+# A team policy's network="host" reaches the host's own services (Postgres, Redis) too.
+CANVAS_SANDBOX_ALLOW_HOST_NETWORK = _env_bool("CANVAS_SANDBOX_ALLOW_HOST_NETWORK", False)
+CANVAS_SANDBOX_READONLY_PATHS = _env_list("CANVAS_SANDBOX_READONLY_PATHS", "")
 CANVAS_LEASE_SECONDS = float(os.environ.get("CANVAS_LEASE_SECONDS", "30"))
 CANVAS_SLICE_STEPS = int(os.environ.get("CANVAS_SLICE_STEPS", "5"))
 CANVAS_SLICE_SECONDS = float(os.environ.get("CANVAS_SLICE_SECONDS", "10"))

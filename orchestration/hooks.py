@@ -4,6 +4,13 @@ A hook gets the event as JSON on stdin. It blocks by exiting with code 2 or by p
 {"decision": "deny", "reason": ...}; anything else lets the step go on. A hook that times out
 or crashes is reported, and then treated as its configuration says: fail-open lets the step
 go on, fail-closed blocks it.
+
+Hooks are admin-written but run on the same host as the agents they watch, on payloads the
+agent wrote; so they go through workspaces.sandbox like every other host command: the system's
+tools read-only, the conversation's workspace (their cwd, writable; a private /tmp when there
+is none), no view of the worker's files, processes or environment, and the team's network.
+Tools a hook needs must be under /usr or in CANVAS_SANDBOX_READONLY_PATHS. Where there is no
+sandbox and unsandboxed commands are not allowed, the hook fails (and its fail mode decides).
 """
 
 from __future__ import annotations
@@ -15,7 +22,10 @@ import signal
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from workspaces.sandbox import PATH, Network, SandboxSpec, SandboxUnavailable, popen
 
 DENY_EXIT_CODE = 2
 EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop")
@@ -51,21 +61,28 @@ class HookOutcome:
 
 def _clean_env(cwd: str | None) -> dict[str, str]:
     # Hooks are admin code but still get no server secrets from the worker's environment.
-    return {
-        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-        "LANG": "C.UTF-8",
-        "HOME": cwd or "/tmp",
-    }
+    return {"PATH": PATH, "LANG": "C.UTF-8", "HOME": cwd or "/tmp"}
 
 
-def run_hook(spec: HookSpec, payload: Mapping[str, Any], *, cwd: str | None = None) -> HookOutcome:
-    """Run one hook and decide. Never raises for a misbehaving hook."""
+def run_hook(
+    spec: HookSpec, payload: Mapping[str, Any], *, cwd: str | None = None,
+    network: Network = "none",
+) -> HookOutcome:  # fmt: skip
+    """Run one hook in the sandbox, in `cwd` (the conversation's workspace) with the team's
+    `network`, and decide. Never raises for a misbehaving hook."""
+    sandbox = SandboxSpec(
+        cwd=Path(cwd) if cwd else Path("/tmp"),
+        writable=(Path(cwd),) if cwd else (),
+        env=_clean_env(cwd),
+        network=network,
+    )
     try:
-        proc = subprocess.Popen(
-            ["/bin/bash", "--noprofile", "--norc", "-c", spec.command],
+        proc = popen(
+            sandbox, ["/bin/bash", "--noprofile", "--norc", "-c", spec.command],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=cwd, env=_clean_env(cwd), start_new_session=True,
         )  # fmt: skip
+    except SandboxUnavailable as exc:
+        return _broken(spec, str(exc))
     except OSError as exc:
         return _broken(spec, f"could not start: {exc}")
     try:
@@ -108,14 +125,14 @@ def _broken(spec: HookSpec, failure: str) -> HookOutcome:
 
 def run_hooks(
     specs: list[HookSpec], event: str, payload: Mapping[str, Any], *, tool: str | None = None,
-    cwd: str | None = None,
+    cwd: str | None = None, network: Network = "none",
 ) -> list[HookOutcome]:  # fmt: skip
     """Run every hook for `event` in order, stopping at the first that blocks."""
     outcomes: list[HookOutcome] = []
     for spec in specs:
         if not spec.applies_to(event, tool):
             continue
-        outcome = run_hook(spec, payload, cwd=cwd)
+        outcome = run_hook(spec, payload, cwd=cwd, network=network)
         outcomes.append(outcome)
         if not outcome.allowed:
             break

@@ -9,7 +9,15 @@ Variables given to one command through `run(extra_env=...)` (a team's secrets) a
 neither they nor any exported variable whose value contains one of them reach the state file,
 so a later command sees them only if it is given them again.
 
-This is isolation of paths and environment, not a sandbox: commands run as the worker's user.
+Every command goes through workspaces.sandbox: it sees the system's tools read-only, and
+read-write only the workspace and a fresh per-command directory under the state directory that
+holds its script and its saved state (the rest of the state directory, such as the file
+editor's history, stays out of its reach). The worker copies the saved state back out of that
+directory, refusing anything but regular files, so a command cannot plant a symlink there that
+the worker would later follow. Network access is the team's (`network`, see
+sandbox.effective_network). Where the sandbox is unavailable, `run` raises SandboxUnavailable
+unless the site allows unsandboxed commands; then commands run as the worker's user, as plain
+processes, and only paths and environment are kept apart.
 """
 
 from __future__ import annotations
@@ -19,7 +27,9 @@ import contextlib
 import os
 import re
 import select
+import shutil
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -29,6 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from workspaces.base import CommandResult, WorkspacePathError
+from workspaces.sandbox import PATH, Network, SandboxSpec, prepare
 
 # Runs as `bash -c WRAPPER bash RUN_PREFIX ENV_FILE TRANSIENT_NAMES`. The command is read from
 # RUN_PREFIX.sh and `eval`ed as data, so `cd`/`export` happen in this very shell and the command
@@ -79,12 +90,13 @@ _CWD_FILE = "cwd"
 _ENV_FILE = "env.sh"
 _KILL_GRACE_SECONDS = 1.0
 _DRAIN_SECONDS = 0.5
+_MAX_STATE_BYTES = 4 * 1024 * 1024
 
 
 def _base_environment(home: Path) -> dict[str, str]:
     """A clean starting environment: nothing from the worker's own (secrets included) leaks in."""
     return {
-        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "PATH": PATH,
         "HOME": str(home),
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
@@ -147,13 +159,16 @@ class LocalWorkspace:
         *,
         max_output_chars: int = 30_000,
         env: Mapping[str, str] | None = None,
+        network: Network = "none",
     ) -> None:
-        """`env` is added to the clean base environment of every command (e.g. granted secrets)."""
+        """`env` is added to the clean base environment of every command (e.g. granted
+        secrets); `network` is what the team's policy asks for (the site may refuse "host")."""
         Path(root).mkdir(parents=True, exist_ok=True)
         Path(state_dir).mkdir(parents=True, exist_ok=True)
         self.root = Path(os.path.realpath(root))
         self.state_dir = Path(os.path.realpath(state_dir))
         self.max_output_chars = max_output_chars
+        self.network = network
         self._env = {**_base_environment(self.root), **(env or {})}
 
     # -- paths -------------------------------------------------------------------------------
@@ -212,36 +227,44 @@ class LocalWorkspace:
         for name in transient:
             if not _ENV_NAME.fullmatch(name):
                 raise ValueError(f"invalid environment variable name {name!r}")
-        prefix = self.state_dir / f"run-{uuid.uuid4().hex}"
-        command_file = prefix.with_suffix(".sh")
-        command_file.write_text(command, encoding="utf-8")
+        run_dir = self.state_dir / f"run-{uuid.uuid4().hex}"
+        run_dir.mkdir()
+        prefix = run_dir / "command"
         try:
-            proc = subprocess.Popen(
-                [
-                    "bash",
-                    "--noprofile",
-                    "--norc",
-                    "-c",
-                    _WRAPPER,
-                    "bash",
-                    str(prefix),
-                    str(self.state_dir / _ENV_FILE),
-                    " ".join(transient),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
+            prefix.with_suffix(".sh").write_text(command, encoding="utf-8")
+            with contextlib.suppress(FileNotFoundError):
+                shutil.copyfile(self.state_dir / _ENV_FILE, run_dir / _ENV_FILE)
+            spec = SandboxSpec(
                 cwd=self.current_dir(),
+                writable=(self.root, run_dir),
                 env={**self._env, **transient},
-                start_new_session=True,
+                network=self.network,
             )
+            argv = [
+                "bash",
+                "--noprofile",
+                "--norc",
+                "-c",
+                _WRAPPER,
+                "bash",
+                str(prefix),
+                str(run_dir / _ENV_FILE),
+                " ".join(transient),
+            ]
+            with prepare(spec, argv) as launch:
+                proc = launch.popen(
+                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+                )
             output = _BoundedText(self.max_output_chars)
-            timed_out, cancelled = _collect(proc, output, timeout, cancel)
+            # bwrap is the group leader: spare it the SIGTERM so the shell inside gets to save
+            # its state before bwrap's exit takes the whole PID namespace down.
+            timed_out, cancelled = _collect(
+                proc, output, timeout, cancel, spare_leader=launch.sandboxed
+            )
             exit_code = None if timed_out or cancelled else proc.returncode
             self._commit_state(prefix)
         finally:
-            for suffix in (".sh", ".env", ".cwd", ".done"):
-                prefix.with_suffix(suffix).unlink(missing_ok=True)
+            shutil.rmtree(run_dir, ignore_errors=True)
         return CommandResult(
             output=output.text(),
             exit_code=exit_code,
@@ -251,11 +274,38 @@ class LocalWorkspace:
         )
 
     def _commit_state(self, prefix: Path) -> None:
-        """Adopt the shell's saved cwd and env, but only if its EXIT trap finished writing them."""
+        """Adopt the shell's saved cwd and env, but only if its EXIT trap finished writing them.
+
+        The command could write anything in its run directory: only regular files are read
+        (never through a symlink), and they are written afresh into the state directory."""
         if not prefix.with_suffix(".done").exists():
             return
-        os.replace(prefix.with_suffix(".env"), self.state_dir / _ENV_FILE)
-        os.replace(prefix.with_suffix(".cwd"), self.state_dir / _CWD_FILE)
+        env, cwd = (
+            _read_regular(prefix.with_suffix(".env")),
+            _read_regular(prefix.with_suffix(".cwd")),
+        )
+        if env is None or cwd is None:
+            return
+        _write_atomic(self.state_dir / _ENV_FILE, env)
+        _write_atomic(self.state_dir / _CWD_FILE, cwd)
+
+
+def _read_regular(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_STATE_BYTES:
+            return None
+        return f.read(_MAX_STATE_BYTES)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    partial.write_bytes(data)
+    os.replace(partial, path)
 
 
 def _collect(
@@ -263,6 +313,8 @@ def _collect(
     output: _BoundedText,
     timeout: float,
     cancel: threading.Event | None = None,
+    *,
+    spare_leader: bool = False,
 ) -> tuple[bool, bool]:
     """Read the merged output until the shell ends, time runs out or `cancel` is set; returns
     (timed out, cancelled). Either way the command's whole process group is killed.
@@ -280,7 +332,7 @@ def _collect(
             remaining = deadline - time.monotonic()
             if remaining <= 0 or (cancel is not None and cancel.is_set()):
                 timed_out, cancelled = remaining <= 0, remaining > 0
-                _kill_group(proc)
+                _kill_group(proc, spare_leader=spare_leader)
                 _drain(fd, decoder, output, time.monotonic() + _DRAIN_SECONDS)
                 break
             exited = proc.poll() is not None
@@ -313,16 +365,23 @@ def _drain(fd: int, decoder: codecs.IncrementalDecoder, output: _BoundedText, un
         output.add(decoder.decode(chunk))
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the command's whole process group, then SIGKILL whatever outlives a grace period."""
-    pgid = proc.pid  # start_new_session made the shell a group leader
+def _kill_group(proc: subprocess.Popen[bytes], *, spare_leader: bool = False) -> None:
+    """SIGTERM the command's whole process group (all but its leader when `spare_leader`:
+    the leader ends when its command does), then SIGKILL whatever outlives a grace period."""
+    pgid = proc.pid  # start_new_session made the leader's pid the group id
     try:
-        os.killpg(pgid, signal.SIGTERM)
+        if spare_leader:
+            for pid in _group_members(pgid):
+                if pid != pgid:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGTERM)
+        else:
+            os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
         return
     deadline = time.monotonic() + _KILL_GRACE_SECONDS
     while time.monotonic() < deadline:
-        proc.poll()  # reap the shell, or its zombie keeps the group alive
+        proc.poll()  # reap the leader, or its zombie keeps the group alive
         try:
             os.killpg(pgid, 0)
         except ProcessLookupError:
@@ -332,8 +391,27 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def workspace_for(conversation_id: str, workspace_path: str | None) -> LocalWorkspace:
-    """The local workspace of a conversation: its own directory unless one was configured."""
+def _group_members(pgid: int) -> list[int]:
+    """Pids in process group `pgid`, read from /proc (Linux, as is the sandbox that asks)."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+def workspace_for(
+    conversation_id: str, workspace_path: str | None, *, network: Network = "none"
+) -> LocalWorkspace:
+    """The local workspace of a conversation: its own directory unless one was configured.
+    `network` is the team policy's (workspaces.sandbox decides what it gets)."""
     from django.conf import settings
 
     if not conversation_id or conversation_id in {".", ".."} or "/" in conversation_id:
@@ -343,4 +421,4 @@ def workspace_for(conversation_id: str, workspace_path: str | None) -> LocalWork
         if workspace_path
         else settings.CANVAS_WORKSPACES_ROOT / conversation_id
     )
-    return LocalWorkspace(root, settings.CANVAS_STATE_ROOT / conversation_id)
+    return LocalWorkspace(root, settings.CANVAS_STATE_ROOT / conversation_id, network=network)

@@ -4,7 +4,6 @@ subprocesses."""
 from __future__ import annotations
 
 import json
-import sys
 import uuid
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from teams.services import team_default_for
 pytestmark = pytest.mark.django_db
 
 CONVERSATION = uuid.uuid4().hex
-PY = sys.executable
+PY = "python3"  # the system's: hooks run in the sandbox, which has /usr but not our venv
 
 
 @pytest.fixture

