@@ -7,6 +7,7 @@ from django.conf import settings
 
 from orchestration.profiles import BUILTIN_PROFILES
 from orchestration.services import MAX_PROMPT_CHARS
+from workspaces.paths import WorkspaceNameError, check_name
 
 KNOWN_MODELS = tuple(BUILTIN_PROFILES)
 """Suggested in the model field; any configured profile or LiteLLM id is accepted."""
@@ -28,7 +29,7 @@ class ConversationCreateForm(forms.Form):
         max_length=1000,
         required=False,
         widget=forms.TextInput(
-            attrs={"placeholder": "a folder under the workspaces root; a new one if empty"}
+            attrs={"placeholder": "a folder name in your team's area; a new one if empty"}
         ),
     )
 
@@ -37,7 +38,13 @@ class ConversationCreateForm(forms.Form):
         self.fields["model"].initial = settings.CANVAS_DEFAULT_MODEL
 
     def clean_workspace(self) -> str | None:
-        return self.cleaned_data["workspace"].strip() or None
+        name = self.cleaned_data["workspace"].strip() or None
+        if name is not None:
+            try:
+                check_name(name)
+            except WorkspaceNameError as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return name
 
 
 class MessageForm(forms.Form):

@@ -9,6 +9,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from workspaces.paths import workspace_label
+
 from .events import SCHEMA_VERSION, Status
 
 
@@ -66,6 +68,12 @@ class Conversation(models.Model):
 
     def __str__(self) -> str:
         return self.title or str(self.id)
+
+    @property
+    def workspace_name(self) -> str:
+        """The workspace as people see and reuse it: its name in the team's area (else the
+        stored path, for rows from before the per-team layout or an operator's own path)."""
+        return workspace_label(settings.CANVAS_WORKSPACES_ROOT, self.team_id, self.workspace_path)
 
 
 class ConversationEvent(models.Model):

@@ -4,12 +4,14 @@ only after commit."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import Q
 
 from common.errors import Conflict, Forbidden, InvalidInput
 from conversations import store
@@ -29,6 +31,7 @@ from teams.models import Team
 from teams.permissions import Action, role_allows, team_role
 from teams.policies import policy_for_team, tighten
 from teams.services import team_ensure_personal, team_get_for
+from workspaces.paths import WorkspaceNameError, workspace_in_area
 
 from . import hook_points
 from .agent import DEFAULT_TOOLS, AgentConfig
@@ -43,19 +46,53 @@ NATIVE_AGENT = "native"
 """Our own agent loop's kind in a policy's allowed_agent_kinds (external agents: acp:NAME)."""
 
 
-def _workspace_path(requested: str | None, *, conversation_id: str, unrestricted: bool) -> Path:
-    root = Path(settings.CANVAS_WORKSPACES_ROOT).resolve()
-    if not requested:
-        path = root / conversation_id
+def _workspace_path(
+    requested: str | None,
+    *,
+    conversation_id: str,
+    team_id: int,
+    person: AbstractBaseUser | None,
+    unrestricted: bool,
+) -> Path:
+    """The directory a new conversation works in: `requested` (a name, workspaces.paths) or
+    the conversation's id, inside the team's own area. A folder some conversation already
+    uses is shared only with people who may see that conversation. `unrestricted` is the
+    local operator's door (run_conversation): an absolute path there is taken as given."""
+    if unrestricted and requested and os.path.isabs(requested):
+        path = _operator_path(requested)
     else:
-        candidate = Path(requested)
-        path = (candidate if candidate.is_absolute() else root / candidate).resolve()
-        if not unrestricted and not path.is_relative_to(root):
-            raise InvalidInput(f"workspace must be inside the workspaces root ({root}).")
+        name = requested or conversation_id
+        try:
+            path = workspace_in_area(Path(settings.CANVAS_WORKSPACES_ROOT), team_id, name)
+        except WorkspaceNameError as exc:
+            raise InvalidInput(str(exc)) from None
+        if person is not None:
+            _check_may_share(path, name, person)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInput(f"workspace cannot be created: {exc.strerror}.") from None
+    return path
+
+
+def _operator_path(requested: str) -> Path:
+    if "\0" in requested:
+        raise InvalidInput("workspace must not contain a NUL byte.")
+    path = Path(requested).resolve()
     if path.exists() and not path.is_dir():
         raise InvalidInput(f"workspace {requested!r} exists and is not a directory.")
-    path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def _check_may_share(path: Path, name: str, person: AbstractBaseUser) -> None:
+    """Refuse a folder that is, or holds, the workspace of a conversation `person` may not
+    see (rows from before the per-team layout may lie anywhere)."""
+    users = Conversation.objects.filter(
+        Q(workspace_path=str(path)) | Q(workspace_path__startswith=f"{path}{os.sep}")
+    )
+    for team_id in users.values_list("team_id", flat=True).distinct():
+        if not role_allows(team_role(person, team_id), Action.VIEW):
+            raise InvalidInput(f"workspace {name!r} belongs to a conversation you cannot see.")
 
 
 def _check_text(text: str) -> str:
@@ -175,7 +212,11 @@ def conversation_create(
     conversation.title = _redacted_title(chosen, title or prompt.strip().splitlines()[0])
     conversation.workspace_path = str(
         _workspace_path(
-            workspace, conversation_id=str(conversation.pk), unrestricted=unrestricted_workspace
+            workspace,
+            conversation_id=str(conversation.pk),
+            team_id=chosen.pk,
+            person=owner,
+            unrestricted=unrestricted_workspace,
         )
     )
     sender = owner.get_username() if owner is not None else None

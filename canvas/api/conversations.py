@@ -25,7 +25,13 @@ MAX_PAGE = 1000
 class ConversationIn(Schema):
     prompt: str = Field(min_length=1, max_length=services.MAX_PROMPT_CHARS)
     model: str = Field(default="demo", min_length=1, max_length=200)
-    workspace: str | None = Field(default=None, max_length=1000)
+    workspace: str | None = Field(
+        default=None,
+        max_length=1000,
+        description="A folder name in the team's workspace area (letters, digits, '.', '_', '-';"
+        " at most 100 characters); default: the conversation's id. Naming a folder a teammate's"
+        " conversation uses shares it.",
+    )
     title: str | None = Field(default=None, max_length=200)
     max_iterations: int | None = Field(default=None, ge=1, le=10_000)
     team: int | None = Field(default=None, description="Team id; default: your default team.")
@@ -42,7 +48,9 @@ class ConversationOut(Schema):
     title: str
     status: str
     model: str
-    workspace: str
+    workspace: str = Field(
+        description="The workspace's name in the team's area (a path for older conversations)."
+    )
     last_seq: int
     steps: int
     tokens_in: int
@@ -69,7 +77,7 @@ def _out(c: Conversation) -> dict[str, Any]:
         "title": c.title,
         "status": c.status,
         "model": c.model,
-        "workspace": c.workspace_path,
+        "workspace": c.workspace_name,
         "last_seq": c.last_seq,
         "steps": c.steps,
         "tokens_in": c.tokens_in,

@@ -138,7 +138,7 @@ def test_create_workspace_outside_root_is_refused_on_the_full_page(alice_client)
         reverse("conversation-new"), {"prompt": "hi", "model": "demo", "workspace": "/etc"}
     )
     assert response.status_code == 400
-    assert b"workspace must be inside" in response.content
+    assert b"workspace must be a folder name" in response.content
     assert b"<html" in response.content
     assert not Conversation.objects.exists()
 
