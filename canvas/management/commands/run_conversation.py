@@ -26,7 +26,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("prompt")
         parser.add_argument("--model", default=settings.CANVAS_DEFAULT_MODEL)
-        parser.add_argument("--workspace", default=None, help="Directory the agent works in.")
+        parser.add_argument(
+            "--workspace",
+            default=None,
+            help="Directory the agent works in: an absolute path is used as given (the operator's"
+            " choice, anywhere on this machine); a plain name is a folder in the team's area.",
+        )
         parser.add_argument("--user", default=None, help="Owner username (default: none).")
         parser.add_argument(
             "--team", default=None, help="Team id (default: the user's, or the Local team)."
@@ -55,6 +60,7 @@ class Command(BaseCommand):
                     model=options["model"],
                     workspace=options["workspace"],
                     max_iterations=options["max_iterations"],
+                    # A local operator may point at any directory; the API and the UI never can.
                     unrestricted_workspace=True,
                     team=options["team"],
                 )
