@@ -174,6 +174,13 @@ CANVAS_SECRET_KEYS = _env_list("CANVAS_SECRET_KEYS", "")
 # host that ran its first slice. Turn off when workspaces sit on storage every worker mounts.
 CANVAS_WORKER_HOST = os.environ.get("CANVAS_WORKER_HOST") or socket.gethostname()
 CANVAS_PIN_TO_HOST = _env_bool("CANVAS_PIN_TO_HOST", True)
+# Private ranges (comma-separated CIDRs) that team webhooks and model profiles' api_base may
+# reach; loopback, link-local, private and reserved targets are refused otherwise, and cloud
+# metadata always (common/netguard.py). Parsed here so a typo stops the start, not a save.
+from common.netguard import parse_networks  # noqa: E402 - pure, imports nothing of Django
+
+CANVAS_ALLOWED_PRIVATE_NETWORKS = _env_list("CANVAS_ALLOWED_PRIVATE_NETWORKS", "")
+parse_networks(CANVAS_ALLOWED_PRIVATE_NETWORKS)
 
 CELERY_BEAT_SCHEDULE = {
     "sweep-stalled-runs": {

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import litellm
 
+from common import netguard
 from conversations.events import Usage
 
 from .profiles import ModelProfile
@@ -58,6 +59,7 @@ class LLMClient(Protocol):
 
 
 RETRYABLE: tuple[type[Exception], ...] = (
+    netguard.UnresolvableHost,  # our own check's lookup; LiteLLM's would fail the same way
     litellm.RateLimitError,
     litellm.InternalServerError,
     litellm.ServiceUnavailableError,
@@ -120,12 +122,31 @@ class LiteLLMClient:
             kwargs["temperature"] = p.temperature
         return kwargs
 
+    def _check_api_base(self) -> None:
+        """Refuse a team profile's api_base that is (or now resolves to) a private, loopback,
+        link-local or metadata address (common.netguard). LiteLLM resolves the name again
+        itself, so this narrows DNS rebinding to the moment between the two lookups; it is
+        done before every attempt. A site's own profiles (CANVAS_MODEL_PROFILES,
+        CANVAS_LLM_API_BASE) are the operator's choice and not checked."""
+        p = self.profile
+        if p.team_id is None or not p.api_base:
+            return
+        try:
+            netguard.check_url(p.api_base, allowed_networks=netguard.site_allowed_networks())
+        except netguard.BlockedURL as exc:
+            raise LLMError(
+                "llm_api_base_refused", f"Model profile {p.name!r}: api_base is refused: {exc}"
+            ) from None
+
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> LLMResponse:
         kwargs = self._kwargs(messages, tools)
         attempts = self.profile.num_retries + 1
         for attempt in range(attempts):
             try:
+                self._check_api_base()
                 return _to_response(litellm.completion(**kwargs))
+            except LLMError:
+                raise
             except RETRYABLE as exc:
                 if attempt + 1 >= attempts:
                     raise LLMError(

@@ -24,8 +24,6 @@ import http.client
 import json
 import logging
 import time
-import urllib.error
-import urllib.request
 import uuid
 from typing import Any
 
@@ -33,6 +31,7 @@ from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
 
+from common import netguard, safe_http
 from teams.notifications import notification_configured, url_host, webhook_target_for_team
 
 logger = logging.getLogger(__name__)
@@ -136,22 +135,15 @@ def signature(secret: str, timestamp: str, body: str) -> str:
     return f"v1={digest.hexdigest()}"
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    # A redirect would resend to a place the admin never configured; treat it as a refusal.
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-_opener = urllib.request.build_opener(_NoRedirects)
-
-
 def webhook_deliver(
     *, delivery_id: str, conversation_id: str, team_id: int, status: str, reason: str,
     title: str, occurred_at: int,
 ) -> bool:  # fmt: skip
     """POST one notification. True when the receiver took it, False when there is nothing to
-    do or it refused for good (4xx, a redirect). Raises RetryableDeliveryError for timeouts,
-    network errors, 5xx and 429. Log lines name the host only: the URL and the secret are
+    do, the target is refused (common.netguard, checked again after resolving, and the
+    connection made to the checked address) or the receiver refused for good (4xx, a
+    redirect). Raises RetryableDeliveryError for timeouts, network errors, a name that does
+    not resolve, 5xx and 429. Log lines name the host only: the URL and the secret are
     credentials."""
     target = webhook_target_for_team(team_id)
     if target is None:  # cleared since the notification was scheduled
@@ -165,26 +157,27 @@ def webhook_deliver(
         ensure_ascii=False, separators=(",", ":"),
     )  # fmt: skip
     timestamp = str(int(time.time()))
-    request = urllib.request.Request(
-        target.url,
-        data=body.encode(),
-        method="POST",
-        headers={
-            "Content-Type": "application/json; charset=utf-8",
-            "User-Agent": "agent-canvas-notify/1",
-            "X-Canvas-Timestamp": timestamp,
-            "X-Canvas-Signature": signature(target.secret, timestamp, body),
-            "X-Canvas-Delivery": delivery_id,
-        },
-    )
+    headers = {
+        "Content-Type": "application/json; charset=utf-8",
+        "User-Agent": "agent-canvas-notify/1",
+        "X-Canvas-Timestamp": timestamp,
+        "X-Canvas-Signature": signature(target.secret, timestamp, body),
+        "X-Canvas-Delivery": delivery_id,
+    }
     try:
-        with _opener.open(request, timeout=TIMEOUT_SECONDS) as response:
-            response.read(64 * 1024)
-            code = response.status
-    except urllib.error.HTTPError as exc:
-        code = exc.code
-        exc.close()
-    except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets
+        code = safe_http.post(
+            target.url, body.encode(), headers=headers, timeout=TIMEOUT_SECONDS,
+            allowed_networks=netguard.site_allowed_networks(),
+        )  # fmt: skip
+    except netguard.BlockedURL as exc:  # saved before the rule, or its name now resolves there
+        logger.warning(
+            "notification webhook at %s not called for delivery %s (conversation %s): %s",
+            host, delivery_id, conversation_id, exc,
+        )  # fmt: skip
+        return False
+    except netguard.UnresolvableHost:
+        raise RetryableDeliveryError(f"{host}: the name does not resolve") from None
+    except (OSError, http.client.HTTPException) as exc:  # timeouts, resets, TLS
         raise RetryableDeliveryError(f"{host}: {type(exc).__name__}") from None
     if 200 <= code < 300:
         return True

@@ -17,7 +17,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import transaction
 
-from common import secret_values
+from common import netguard, secret_values
 from common.errors import Forbidden, InvalidInput, NotFound
 
 from . import crypto
@@ -68,6 +68,10 @@ def _clean_url(url: object) -> str:
         raise InvalidInput("give the webhook URL.")
     if len(url) > MAX_URL_CHARS:
         raise InvalidInput(f"the webhook URL must be at most {MAX_URL_CHARS} characters.")
+    try:
+        netguard.check_url_on_save(url, allowed_networks=netguard.site_allowed_networks())
+    except netguard.BlockedURL as exc:
+        raise InvalidInput(f"the webhook URL is refused: {exc}") from None
     try:
         URLValidator(schemes=["http", "https"])(url)
     except ValidationError:

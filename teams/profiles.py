@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
 
+from common import netguard
 from common.errors import Conflict, Forbidden, InvalidInput, NotFound
 
 from .audit import audit_record
@@ -51,6 +52,12 @@ def _clean(team: Team, fields: dict[str, Any]) -> dict[str, Any]:
         elif key == "api_base":
             value = (value or "").strip()
             if value:
+                try:
+                    netguard.check_url_on_save(
+                        value, allowed_networks=netguard.site_allowed_networks()
+                    )
+                except netguard.BlockedURL as exc:
+                    raise InvalidInput(f"api_base is refused: {exc}") from None
                 try:
                     URLValidator(schemes=["http", "https"])(value)
                 except ValidationError:

@@ -72,6 +72,13 @@ def api_token(user) -> str:
 
 
 @pytest.fixture
+def loopback_allowed(settings) -> None:
+    """Let team webhooks and model profiles reach the fake servers tests run on 127.0.0.1
+    (common/netguard.py refuses loopback by default)."""
+    settings.CANVAS_ALLOWED_PRIVATE_NETWORKS = ["127.0.0.0/8"]
+
+
+@pytest.fixture
 def dispatched(monkeypatch) -> list[tuple[str, str]]:
     """Capture slice enqueues instead of sending them, for tests that drive slices by hand."""
     sent: list[tuple[str, str]] = []

@@ -130,7 +130,7 @@ def test_a_disallowed_tool_call_is_an_error_observation_and_the_run_goes_on(
 
 
 @pytest.fixture
-def priced(user, team) -> Iterator[FakeOpenAI]:
+def priced(user, team, loopback_allowed) -> Iterator[FakeOpenAI]:
     """A team profile "priced": gpt-4o-mini prices, served by the fake, its key in a real
     (encrypted) team secret."""
     secret_create(by=user, team=team, name="OPENAI_KEY", value=TEAM_KEY)

@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import json
 import logging
+import socket
 import threading
 import time
 import uuid
@@ -74,6 +75,11 @@ def receiver() -> Iterator[Receiver]:
     yield state
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def _receiver_reachable(loopback_allowed) -> None:
+    """The receiver listens on 127.0.0.1, which the SSRF guard refuses unless allowed."""
 
 
 @pytest.fixture(autouse=True)
@@ -233,3 +239,67 @@ def test_a_broken_broker_never_raises_into_the_caller(
 
     monkeypatch.setattr(notify_webhook, "apply_async", down)
     fire(team, django_capture_on_commit_callbacks)  # no exception
+
+
+# --- the SSRF guard at send time (common/netguard.py, common/safe_http.py) -------------------
+
+
+def test_a_webhook_saved_while_allowed_is_not_called_once_loopback_is_refused(
+    user, team, receiver, settings, caplog, django_capture_on_commit_callbacks
+) -> None:
+    # Saved while the site allowed loopback; the real resolver answers for "localhost".
+    notification_set(by=user, team=team, url=f"http://localhost:{receiver.port}/hook-token")
+    fire(team, django_capture_on_commit_callbacks)
+    assert len(receiver.requests) == 1
+
+    settings.CANVAS_ALLOWED_PRIVATE_NETWORKS = []
+    with caplog.at_level(logging.WARNING):
+        fire(team, django_capture_on_commit_callbacks)
+    assert len(receiver.requests) == 1  # refused for good: not sent, not retried
+    assert "localhost is a loopback name" in caplog.text
+    assert "hook-token" not in caplog.text
+
+
+def test_a_literal_loopback_webhook_is_refused_at_send(
+    team, secret, receiver, settings, caplog, django_capture_on_commit_callbacks
+) -> None:
+    settings.CANVAS_ALLOWED_PRIVATE_NETWORKS = ["10.0.0.0/8"]  # some other range
+    with caplog.at_level(logging.WARNING):
+        fire(team, django_capture_on_commit_callbacks)
+    assert receiver.requests == []
+    assert "127.0.0.1 is a loopback address" in caplog.text
+
+
+REBINDING = "hooks.rebind.test"
+
+
+@pytest.fixture
+def rebinding_dns(monkeypatch) -> list[str]:
+    """A name whose first answer is 127.0.0.1 and which fails every later lookup, as a DNS
+    rebinding attacker's name would answer with an internal address. Other names (and the
+    numeric hosts a connect looks up) go to the real resolver."""
+    real = socket.getaddrinfo
+    lookups: list[str] = []
+
+    def resolver(host, port, *args, **kwargs):
+        if host != REBINDING:
+            return real(host, port, *args, **kwargs)
+        lookups.append(host)
+        if len(lookups) > 1:
+            raise socket.gaierror(socket.EAI_NONAME, "rebound")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    return lookups
+
+
+def test_the_connection_goes_to_the_address_that_was_checked(
+    user, team, receiver, rebinding_dns, django_capture_on_commit_callbacks
+) -> None:
+    notification_set(by=user, team=team, url=f"http://{REBINDING}:{receiver.port}/x?a=1")
+    rebinding_dns.clear()  # the save-time check looked the name up too
+    fire(team, django_capture_on_commit_callbacks)
+    assert rebinding_dns == [REBINDING]  # looked up once, to check; the connect used that answer
+    (request,) = receiver.requests
+    assert request["path"] == "/x?a=1"
+    assert request["headers"]["Host"] == f"{REBINDING}:{receiver.port}"
