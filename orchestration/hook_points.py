@@ -19,6 +19,7 @@ from typing import Any
 
 from conversations.events import ActionEvent, ObservationEvent
 from teams.hooks import hook_specs_for_team
+from teams.policies import policy_for_team
 
 from .hooks import HookOutcome, HookSpec, run_hooks
 
@@ -141,7 +142,9 @@ def _decide(
     failures = [_failure_line(o.hook, o.failure, fail_closed=not o.allowed) for o in outcomes]
     denied = next((o for o in outcomes if not o.allowed), None)
     if denied is None and specs:
-        for outcome in run_hooks(specs, event, payload, tool=tool, cwd=cwd):
+        # Hooks reach what the team's sandboxed commands reach (workspaces.sandbox).
+        network = policy_for_team(team_id).network
+        for outcome in run_hooks(specs, event, payload, tool=tool, cwd=cwd, network=network):
             if outcome.failure:
                 closed = by_name[outcome.hook].fail_closed
                 failures.append(_failure_line(outcome.hook, outcome.failure, fail_closed=closed))

@@ -28,6 +28,7 @@ from conversations.events import (
     AgentErrorEvent,
     BaseEvent,
     ObservationEvent,
+    RunStartedEvent,
     Status,
     StatusChangeEvent,
     UserMessageEvent,
@@ -37,6 +38,7 @@ from conversations.view import unanswered_actions
 from teams.budget import spend_add
 from teams.policies import policy_for_team
 from workspaces.local import workspace_for
+from workspaces.sandbox import UNSANDBOXED_SETTING, commands_unsandboxed
 
 from . import hook_points
 from .admission import QUEUE_RETRY_SECONDS, admitted_runs, lock_team, note_queued
@@ -60,6 +62,14 @@ from .tools.base import Tool, ToolContext, team_secrets, tool_schema
 from .tools.registry import tools_for
 
 logger = logging.getLogger(__name__)
+
+UNSANDBOXED = "unsandboxed"
+UNSANDBOXED_MESSAGE = (
+    "Commands in this conversation run WITHOUT a sandbox: no working bubblewrap on the worker, "
+    f"and the site allows unsandboxed commands ({UNSANDBOXED_SETTING}). The agent's terminal "
+    "and the team's hooks run as the worker's own user and can reach its files, processes "
+    "and network."
+)
 
 NOTIFY_STATUSES = frozenset(
     {Status.WAITING_FOR_CONFIRMATION, Status.FINISHED, Status.ERROR, Status.STUCK}
@@ -188,14 +198,17 @@ class SliceRunner:
         self.config = AgentConfig.model_validate(conversation.agent_config)
         self.team_id: int = conversation.team_id
         # Re-read at every slice: a policy tightened mid-run applies from the next slice.
-        self.limits = run_limits(self.config, policy_for_team(self.team_id))
+        policy = policy_for_team(self.team_id)
+        self.limits = run_limits(self.config, policy)
         self.tools: dict[str, Tool] = {
             t.name: t for t in tools_for(self.config.tools) if self.limits.tool_allowed(t.name)
         }
         self.schemas = [tool_schema(t) for t in self.tools.values()]
         self.ctx = ToolContext(
             conversation_id=self.conversation_id,
-            workspace=workspace_for(self.conversation_id, conversation.workspace_path or None),
+            workspace=workspace_for(
+                self.conversation_id, conversation.workspace_path or None, network=policy.network
+            ),
             secrets=team_secrets(conversation.team_id),
             cancel=self.cancel,
         )
@@ -413,7 +426,20 @@ class SliceRunner:
                 status=status.value, reason=reason, title=self.title,
             )  # fmt: skip
 
+    def mark_unsandboxed(self) -> None:
+        """Say once per run, in the log people read, that its commands run without a sandbox
+        (the site allows it where none works). The web process cannot know; the worker can."""
+        if self.history.state.status != Status.RUNNING or not commands_unsandboxed():
+            return
+        for event in reversed(self.history.events):
+            if isinstance(event, AgentErrorEvent) and event.code == UNSANDBOXED:
+                return
+            if isinstance(event, RunStartedEvent):
+                break
+        self.append([AgentErrorEvent(code=UNSANDBOXED, message=UNSANDBOXED_MESSAGE)])
+
     def run(self, *, max_steps: int, max_seconds: float) -> None:
+        self.mark_unsandboxed()
         self.recover()
         deadline = time.monotonic() + max_seconds
         for _ in range(max_steps):

@@ -21,7 +21,7 @@ from django.db.models import Q
 from common.errors import Forbidden, InvalidInput
 
 from .audit import audit_record
-from .models import ConfirmationMode, Policy, Risk, Team
+from .models import ConfirmationMode, NetworkAccess, Policy, Risk, Team
 from .permissions import Action, role_allows, team_role
 
 # Higher is stricter. A lower risk threshold asks for confirmation of more actions.
@@ -31,6 +31,7 @@ CONFIRMATION_RANK = {
     ConfirmationMode.ALWAYS: 2,
 }
 THRESHOLD_RANK = {Risk.HIGH: 0, Risk.MEDIUM: 1, Risk.LOW: 2}
+NETWORK_RANK = {NetworkAccess.HOST: 0, NetworkAccess.NONE: 1}
 
 MAX_COST_USD = Decimal("99999999")  # what Policy's DecimalField(12, 4) can hold
 MAX_ITERATIONS = 10_000
@@ -51,6 +52,9 @@ class EffectivePolicy:
     max_cost_per_run_usd: Decimal | None = None
     max_cost_per_month_usd: Decimal | None = None
     max_concurrent_runs: int | None = None
+    network: str = NetworkAccess.NONE.value
+    """What sandboxed commands (terminal, hooks) may reach; workspaces.sandbox has the last
+    word ("host" needs the site's CANVAS_SANDBOX_ALLOW_HOST_NETWORK)."""
 
     def tool_allowed(self, name: str) -> bool:
         return self.allowed_tools is None or name in self.allowed_tools
@@ -106,6 +110,7 @@ def _from_row(row: Policy) -> EffectivePolicy:
         max_cost_per_run_usd=row.max_cost_per_run_usd,
         max_cost_per_month_usd=row.max_cost_per_month_usd,
         max_concurrent_runs=row.max_concurrent_runs,
+        network=row.network,
     )
 
 
@@ -122,6 +127,7 @@ def combine(a: EffectivePolicy, b: EffectivePolicy) -> EffectivePolicy:
         max_cost_per_run_usd=_min_set(a.max_cost_per_run_usd, b.max_cost_per_run_usd),
         max_cost_per_month_usd=_min_set(a.max_cost_per_month_usd, b.max_cost_per_month_usd),
         max_concurrent_runs=_min_set(a.max_concurrent_runs, b.max_concurrent_runs),
+        network=stricter_rank(a.network, b.network, NETWORK_RANK),
     )
 
 
@@ -250,7 +256,7 @@ def tighten(effective: EffectivePolicy, requested: Mapping[str, Any]) -> dict[st
 EDITABLE = (
     "confirmation_mode", "risk_threshold", "allowed_tools", "allowed_agent_kinds",
     "max_iterations_per_run", "max_cost_per_run_usd", "max_cost_per_month_usd",
-    "max_concurrent_runs",
+    "max_concurrent_runs", "network",
 )  # fmt: skip
 
 
@@ -273,6 +279,17 @@ def _count(value: Any, field: str, top: int) -> int | None:
     return value
 
 
+def _network(value: Any) -> str:
+    value = _ranked(value, "network", NETWORK_RANK)
+    if value == NetworkAccess.HOST and not settings.CANVAS_SANDBOX_ALLOW_HOST_NETWORK:
+        raise InvalidInput(
+            "network 'host' is not allowed on this site: it would let commands reach the "
+            "host's own services (its database included). A site administrator may allow it "
+            "with CANVAS_SANDBOX_ALLOW_HOST_NETWORK=true."
+        )
+    return value
+
+
 def _clean(fields: Mapping[str, Any]) -> dict[str, Any]:
     unknown = set(fields) - set(EDITABLE)
     if unknown:
@@ -291,6 +308,8 @@ def _clean(fields: Mapping[str, Any]) -> dict[str, Any]:
             cleaned[key] = _count(value, key, MAX_ITERATIONS)
         elif key == "max_concurrent_runs":
             cleaned[key] = _count(value, key, 10_000)
+        elif key == "network":
+            cleaned[key] = _network(value)
         else:  # the two money limits
             cleaned[key] = (
                 None if value is None else _decimal(value, key).quantize(Decimal("0.0001"))

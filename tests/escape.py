@@ -17,7 +17,8 @@ CANARY_NAME = "CANVAS_CANARY"
 
 def escape_script(*, outside: Path) -> str:
     """Shell that tries every way out and prints what it got; `outside` is a host directory
-    the command must not be able to write into (or read)."""
+    the command must not be able to write into (or read). The success markers are quoted
+    apart, so the script itself (in /proc/1/cmdline for a hook) never shows one."""
     return f"""
 echo "== ppid environ"; tr '\\0' '\\n' < /proc/$PPID/environ
 echo "== pid 1 environ"; tr '\\0' '\\n' < /proc/1/environ
@@ -26,12 +27,12 @@ echo "== every environ"; for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < "$f"
 echo "== ps"; ps -e -o pid=,comm=
 echo "== settings"; cat {SETTINGS_FILE}
 echo "== worker cwd"; ls {os.getcwd()}
-echo "== postgres"; (exec 3<>/dev/tcp/127.0.0.1/5432) && echo POSTGRES-REACHED
-echo "== redis"; (exec 3<>/dev/tcp/127.0.0.1/6379) && echo REDIS-REACHED
-echo "== python socket"; python3 -c 'import socket; socket.create_connection(("127.0.0.1", 5432), 2); print("PY-POSTGRES-REACHED")'
+echo "== postgres"; (exec 3<>/dev/tcp/127.0.0.1/5432) && echo POSTGRES-"REACHED"
+echo "== redis"; (exec 3<>/dev/tcp/127.0.0.1/6379) && echo REDIS-"REACHED"
+echo "== python socket"; python3 -c 'import socket; socket.create_connection(("127.0.0.1", 5432), 2); print("PY-POSTGRES-" + "REACHED")'
 echo "== writes"; echo x > {outside}/escaped; echo x > {REPO}/escaped-{uuid.uuid4().hex}
 echo x > /tmp/escaped-host-tmp; echo x > /usr/escaped
-echo "== done"
+echo "== do""ne"
 """
 
 

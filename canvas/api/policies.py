@@ -34,6 +34,14 @@ class PolicyIn(Schema):
     max_cost_per_run_usd: Decimal | None = Field(default=None, ge=0)
     max_cost_per_month_usd: Decimal | None = Field(default=None, ge=0)
     max_concurrent_runs: int | None = Field(default=None, ge=1)
+    network: Literal["none", "host"] = Field(
+        default="none",
+        description=(
+            "What the team's sandboxed commands (terminal, hooks) may reach. host: the host's "
+            "network, its own services included; refused unless the site allows it "
+            "(CANVAS_SANDBOX_ALLOW_HOST_NETWORK)."
+        ),
+    )
 
 
 class PolicyFields(Schema):
@@ -45,6 +53,7 @@ class PolicyFields(Schema):
     max_cost_per_run_usd: float | None
     max_cost_per_month_usd: float | None
     max_concurrent_runs: int | None
+    network: str
 
 
 class PolicyOut(Schema):
