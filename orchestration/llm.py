@@ -123,16 +123,22 @@ class LiteLLMClient:
         return kwargs
 
     def _check_api_base(self) -> None:
-        """Refuse a team profile's api_base that is (or now resolves to) a private, loopback,
-        link-local or metadata address (common.netguard). LiteLLM resolves the name again
-        itself, so this narrows DNS rebinding to the moment between the two lookups; it is
-        done before every attempt. A site's own profiles (CANVAS_MODEL_PROFILES,
-        CANVAS_LLM_API_BASE) are the operator's choice and not checked."""
+        """Refuse a team profile's api_base (or the local server its provider defaults to)
+        that is, or now resolves to, a private, loopback, link-local or metadata address
+        (common.netguard). LiteLLM resolves the name again itself, so this narrows DNS
+        rebinding to the moment between the two lookups; it runs before every attempt. A
+        site's own profiles (CANVAS_MODEL_PROFILES, CANVAS_LLM_API_BASE) are the operator's
+        choice and not checked."""
         p = self.profile
-        if p.team_id is None or not p.api_base:
+        if p.team_id is None:
+            return
+        from teams.profiles import effective_api_base  # the ORM: only once Django is set up
+
+        base = effective_api_base(p.model, p.api_base)
+        if base is None:
             return
         try:
-            netguard.check_url(p.api_base, allowed_networks=netguard.site_allowed_networks())
+            netguard.check_url(base, allowed_networks=netguard.site_allowed_networks())
         except netguard.BlockedURL as exc:
             raise LLMError(
                 "llm_api_base_refused", f"Model profile {p.name!r}: api_base is refused: {exc}"

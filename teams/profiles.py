@@ -23,6 +23,19 @@ from .permissions import Action, role_allows, team_role
 
 PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,99}$")
 FIELDS = ("model", "api_base", "api_key_secret", "max_input_tokens", "temperature")
+LOCAL_DEFAULT_BASES = {
+    "ollama": "http://localhost:11434",
+    "ollama_chat": "http://localhost:11434",
+    "llamafile": "http://127.0.0.1:8080/v1",
+}
+"""LiteLLM providers that, given no api_base, call a server on the worker's own host."""
+
+
+def effective_api_base(model: str, api_base: str | None) -> str | None:
+    """Where a team profile's calls go when that is decided by us or by a local default
+    (None: the provider's public endpoint). Checked by common.netguard at save and before
+    every call (orchestration.llm)."""
+    return api_base or LOCAL_DEFAULT_BASES.get(model.split("/", 1)[0].lower())
 
 
 def _require_admin(by, team: Team) -> None:
@@ -86,6 +99,20 @@ def _clean(team: Team, fields: dict[str, Any]) -> dict[str, Any]:
     return cleaned
 
 
+def _check_default_base(model: str, api_base: str) -> None:
+    """A model id whose provider calls the worker's own host without an api_base is held to
+    the same rule as an api_base pointing there."""
+    base = None if api_base else effective_api_base(model, None)
+    if base is None:
+        return
+    try:
+        netguard.check_url_on_save(base, allowed_networks=netguard.site_allowed_networks())
+    except netguard.BlockedURL as exc:
+        raise InvalidInput(
+            f"model {model!r} without an api_base calls {base}, which is refused: {exc}"
+        ) from None
+
+
 def _describe(profile: ModelProfile) -> dict[str, Any]:
     """What the audit log keeps: the secret's name, never a value."""
     return {"name": profile.name, **{key: getattr(profile, key) for key in FIELDS}}
@@ -107,6 +134,7 @@ def profile_create(*, by, team: Team, name: str, model: str, **fields: Any) -> M
     _require_admin(by, team)
     name = _clean_name(name)
     cleaned = _clean(team, {"model": model, **fields})
+    _check_default_base(cleaned["model"], cleaned.get("api_base", ""))
     with transaction.atomic():
         try:
             with transaction.atomic():
@@ -128,6 +156,7 @@ def profile_update(*, by, team: Team, name: str, **fields: Any) -> ModelProfile:
         before = _describe(profile)
         for key, value in cleaned.items():
             setattr(profile, key, value)
+        _check_default_base(profile.model, profile.api_base)
         profile.save()
         audit_record(
             actor=by, kind="profile.updated", team=team, target=name,

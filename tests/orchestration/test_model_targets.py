@@ -62,3 +62,19 @@ def test_an_api_base_refused_since_it_was_saved_ends_the_run_without_a_call(
         error.message
     )
     assert local_model.count == 0
+
+
+def test_a_local_default_provider_is_checked_before_the_call(team, settings) -> None:
+    """ollama/... without an api_base would call localhost:11434: refused before any call
+    once the site no longer allows loopback."""
+    from orchestration.llm import LiteLLMClient, LLMError
+    from orchestration.profiles import ModelProfile
+
+    settings.CANVAS_ALLOWED_PRIVATE_NETWORKS = []
+    client = LiteLLMClient(
+        ModelProfile(name="local", model="ollama/llama3", team_id=team.pk, num_retries=0)
+    )
+    with pytest.raises(LLMError) as caught:
+        client.complete([{"role": "user", "content": "hi"}], [])
+    assert caught.value.code == "llm_api_base_refused"
+    assert "localhost is a loopback name" in caught.value.message

@@ -116,3 +116,23 @@ def test_the_page_refuses_an_internal_webhook_with_the_reason(user, team) -> Non
     assert response.status_code == 400
     assert "cloud metadata endpoint" in response.content.decode()
     assert not TeamNotification.objects.exists()
+
+
+@pytest.mark.parametrize("model", ["ollama/llama3", "ollama_chat/llama3", "llamafile/any"])
+def test_a_provider_that_defaults_to_the_local_host_needs_an_api_base(api, team, model) -> None:
+    body = {"name": "local", "model": model}
+    response = send(api, "post", f"/api/teams/{team.pk}/profiles", body)
+    assert response.status_code == 400
+    assert "without an api_base calls http://" in response.json()["detail"]
+    assert "loopback" in response.json()["detail"]
+    # With a public api_base it is fine; taking that away again is refused.
+    public = body | {"api_base": "https://93.184.216.34/"}
+    assert send(api, "post", f"/api/teams/{team.pk}/profiles", public).status_code == 201
+    cleared = {"model": model, "api_base": ""}
+    moved = send(api, "put", f"/api/teams/{team.pk}/profiles/local", cleared)
+    assert moved.status_code == 400 and "without an api_base" in moved.json()["detail"]
+
+
+def test_a_local_default_is_allowed_with_the_loopback_range(api, team, loopback_allowed) -> None:
+    body = {"name": "local", "model": "ollama/llama3"}
+    assert send(api, "post", f"/api/teams/{team.pk}/profiles", body).status_code == 201
