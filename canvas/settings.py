@@ -7,6 +7,7 @@ Setting them gives production: Postgres holds the log, Redis carries tasks and f
 
 import os
 import socket
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -63,6 +64,7 @@ INSTALLED_APPS = [
     "orchestration",
     "acp_bridge",
     "canvas",
+    "axes",  # login lock-outs (see "Throttling" below)
 ]
 
 MIDDLEWARE = [
@@ -75,6 +77,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last: turns a login refused for a lock-out into the 429 page (canvas.auth_views).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "canvas.urls"
@@ -196,6 +200,11 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "conversation-list"
 LOGOUT_REDIRECT_URL = "login"
+# The axes backend only refuses locked-out logins; ModelBackend checks the password.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -217,11 +226,39 @@ SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", CANVAS_HTTPS)
 SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", 31_536_000 if CANVAS_HTTPS else 0))
 SECURE_HSTS_INCLUDE_SUBDOMAINS = CANVAS_HTTPS
 SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", CANVAS_HTTPS)
-if _env_bool("CANVAS_BEHIND_PROXY", CANVAS_HTTPS):
+# Behind a proxy: the client's address is the last X-Forwarded-For entry (the one the proxy
+# appended), not REMOTE_ADDR, for throttling and lock-outs (teams.throttle.client_address).
+CANVAS_BEHIND_PROXY = _env_bool("CANVAS_BEHIND_PROXY", CANVAS_HTTPS)
+if CANVAS_BEHIND_PROXY:
     # The TLS-terminating proxy says which scheme the browser used.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
+
+# --- Throttling: login lock-outs and bad API tokens -----------------------------------------
+# Counters every process shares: Redis in production, this process's memory when embedded.
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": REDIS_URL, "KEY_PREFIX": "canvas"}}  # fmt: skip
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Logins (the login page and /admin/): django-axes counts failures in the database and locks
+# an account, or a client address, after CANVAS_LOGIN_FAILURE_LIMIT of them, for
+# CANVAS_LOGIN_COOLOFF_SECONDS; a success resets the count. Refused attempts during a
+# lock-out do not extend it, so the owner gets back in on time.
+AXES_FAILURE_LIMIT = int(os.environ.get("CANVAS_LOGIN_FAILURE_LIMIT", "10"))
+AXES_COOLOFF_TIME = timedelta(seconds=float(os.environ.get("CANVAS_LOGIN_COOLOFF_SECONDS", "900")))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_CLIENT_IP_CALLABLE = "teams.throttle.client_address"
+AXES_LOCKOUT_CALLABLE = "canvas.auth_views.lockout_response"
+AXES_VERBOSE = False
+# API tokens (HTTP and websocket): CANVAS_TOKEN_FAILURE_LIMIT unknown, revoked or expired
+# tokens from one client address within CANVAS_TOKEN_COOLOFF_SECONDS block that address's
+# token authentication for CANVAS_TOKEN_COOLOFF_SECONDS (429 with Retry-After).
+CANVAS_TOKEN_FAILURE_LIMIT = int(os.environ.get("CANVAS_TOKEN_FAILURE_LIMIT", "20"))
+CANVAS_TOKEN_COOLOFF_SECONDS = float(os.environ.get("CANVAS_TOKEN_COOLOFF_SECONDS", "300"))
 
 LOGGING = {
     "version": 1,

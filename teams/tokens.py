@@ -13,6 +13,7 @@ from common.errors import InvalidInput, NotFound
 
 from .audit import audit_record
 from .models import ApiToken
+from .throttle import token_failure_record, token_throttle_check
 
 TOKEN_PREFIX = "cnv_"
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -51,8 +52,21 @@ def api_token_revoke(*, user: AbstractBaseUser, token_id: int) -> ApiToken:
     return token
 
 
-def api_token_authenticate(raw: str) -> AbstractBaseUser | None:
-    """The active user owning `raw`, or None when unknown, revoked or expired."""
+def api_token_authenticate(raw: str, *, client: str | None = None) -> AbstractBaseUser | None:
+    """The active user owning `raw`, or None when unknown, revoked or expired.
+
+    With `client` (the caller's address, teams.throttle.client_address) a failure counts
+    against that address, and a blocked address raises teams.throttle.Throttled before any
+    lookup, whatever the token."""
+    if client is not None:
+        token_throttle_check(client)
+    user = _token_user(raw)
+    if user is None and client is not None:
+        token_failure_record(client)
+    return user
+
+
+def _token_user(raw: str) -> AbstractBaseUser | None:
     if not raw or not raw.startswith(TOKEN_PREFIX):
         return None
     token = ApiToken.objects.select_related("user").filter(key_hash=_hash(raw)).first()

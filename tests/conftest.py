@@ -25,6 +25,18 @@ def _isolated_dirs(settings, tmp_path):
     settings.CANVAS_STATE_ROOT = tmp_path / "state"
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache(settings):
+    """Each test its own empty cache: the throttles count in it (teams.throttle), and counts
+    left by one test must not lock out the next. Tests of the shared Redis cache set theirs."""
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": uuid.uuid4().hex,
+        }
+    }
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _close_consumer_connections(django_db_setup) -> Iterator[None]:
     """Consumers reach the database through asgiref's one shared executor thread, whose

@@ -17,7 +17,7 @@ from conversations.events import ActionEvent, Status, StatusChangeEvent, UserMes
 from teams.hooks import hook_create
 from teams.models import ApiToken, Membership
 from teams.secrets import secret_create
-from teams.services import member_add
+from teams.services import invitation_create, member_add
 from teams.tokens import api_token_create
 from tests.factories import make_conversation
 
@@ -75,6 +75,8 @@ def team_a(user, django_user_model, dispatched):
     hook = hook_create(by=user, team=team, name="audit", event="Stop", command="true")
     viewer = django_user_model.objects.create_user("victor", password="victor-password-1")
     member_add(by=user, team=team, username="victor", role="viewer")
+    # Addressed to neither the viewer nor the other team: accepting it is someone else's call.
+    invitation = invitation_create(by=user, team=team, username="ivy", role="member")
     return {
         "team": team,
         "viewer": viewer,
@@ -87,6 +89,7 @@ def team_a(user, django_user_model, dispatched):
             "name": "API_KEY",
             "rest": "nothing/here",
             "action_id": held.id,
+            "invitation_id": str(invitation.pk),
         },
     }
 

@@ -24,6 +24,7 @@ def test_web_process_never_imports_litellm():
         "DJANGO_SETTINGS_MODULE": "canvas.settings",
         "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/canvas",
         "REDIS_URL": "redis://127.0.0.1:6379/5",
+        "SECRET_KEY": "test-web-imports-not-a-secret",
         "PATH": "/usr/bin:/bin",
     }
     result = subprocess.run(

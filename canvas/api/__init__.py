@@ -1,7 +1,8 @@
 """The JSON API under /api/: parse, call one service, shape the answer.
 
 Errors are always JSON {error, detail} with the status that fits: 400 bad input, 401 no or
-bad credentials, 403 a role too weak, 404 not found (or not yours), 409 a state conflict.
+bad credentials, 403 a role too weak, 404 not found (or not yours), 409 a state conflict,
+429 too many bad tokens from the caller's address (with Retry-After).
 Each resource lives in its own router module.
 """
 
@@ -16,6 +17,7 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer, django_auth
 
 from common.errors import ServiceError
+from teams.throttle import Throttled, client_address
 from teams.tokens import api_token_authenticate
 
 ERROR_CODES = {
@@ -25,12 +27,14 @@ ERROR_CODES = {
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
+    429: "throttled",
 }
 
 
 class BearerToken(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str):
-        user = api_token_authenticate(token)
+        # A blocked address raises Throttled here: a 429, not a fall-through to the session.
+        user = api_token_authenticate(token, client=client_address(request))
         if user is not None:
             request.user = user
         return user
@@ -41,7 +45,9 @@ class ErrorOut(Schema):
     detail: Any
 
 
-ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut}
+ERRORS = {
+    400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut, 429: ErrorOut,
+}  # fmt: skip
 
 api = NinjaAPI(
     title="Agent Canvas API",
@@ -58,6 +64,13 @@ def _error(request: HttpRequest, status: int, error: str, detail: Any) -> HttpRe
 @api.exception_handler(ServiceError)
 def _service_error(request: HttpRequest, exc: ServiceError) -> HttpResponse:
     return _error(request, exc.status, exc.code, exc.detail)
+
+
+@api.exception_handler(Throttled)
+def _throttled(request: HttpRequest, exc: Throttled) -> HttpResponse:
+    response = _error(request, exc.status, exc.code, exc.detail)
+    response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 def _field(loc) -> str | None:
