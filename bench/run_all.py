@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, tuple[list[str], float]] = {
     "append_throughput": ([], 600.0),
     "ws_latency": ([], 300.0),
     "web_footprint": ([], 300.0),
+    "sandbox_overhead": ([], 300.0),
 }
 
 
@@ -147,6 +148,17 @@ def web_rows(r: dict[str, Any]) -> list[Row]:
     ]
 
 
+def sandbox_rows(r: dict[str, Any]) -> list[Row]:
+    if "error" in r:
+        return [("sandbox overhead", r["error"], "", False)]
+    return [
+        (f"{level} `true`, sandboxed / plain median ms",
+         f"{r[level]['sandboxed']['median_ms']:.1f} / {r[level]['plain']['median_ms']:.1f} "
+         f"({r[level]['ratio']:.2f}x)", "", None)
+        for level in ("launcher", "workspace")
+    ]  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Smaller counts, for a smoke run.")
@@ -170,6 +182,7 @@ def main() -> None:
         ("append_throughput", append_rows),
         ("ws_latency", ws_rows),
         ("web_footprint", web_rows),
+        ("sandbox_overhead", sandbox_rows),
     ):
         if name in results:
             rows.extend(make(results[name]))
