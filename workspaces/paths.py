@@ -17,6 +17,8 @@ Pure: no ORM, no settings; the caller passes the root.
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from pathlib import Path
 
@@ -63,6 +65,13 @@ def workspace_label(root: Path, team_id: int, stored: str) -> str:
     name a teammate passes to share it), else the path as stored (conversations from before
     the per-team layout, or one an operator pointed elsewhere from the command line)."""
     path = Path(stored)
-    if path.parent == team_area(Path(root).resolve(), team_id).resolve():
+    if path.parent == team_area(Path(_real_root(str(root))), team_id):
         return path.name
     return stored
+
+
+@functools.lru_cache(maxsize=16)
+def _real_root(root: str) -> str:
+    # A listing labels up to a thousand rows, and a realpath costs ~0.1 ms each; the root does
+    # not move under a running process (and a stale answer would change only a label).
+    return os.path.realpath(root)
