@@ -11,3 +11,8 @@ class CanvasConfig(AppConfig):
         from teams.secrets import secret_values_for_team
 
         register_secret_source(secret_values_for_team)
+
+        # Open websockets re-check access when a token, membership or user changes.
+        from .access_signals import connect_access_signals
+
+        connect_access_signals()

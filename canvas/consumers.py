@@ -14,6 +14,7 @@ import json
 from typing import Any
 from urllib.parse import parse_qs
 
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from common.errors import NotFound
@@ -21,7 +22,9 @@ from conversations import store
 from conversations.broadcast import conversation_group
 from conversations.models import Conversation
 
-from .access import Action, aconversation_for
+from .access import Action, aconversation_for, conversation_for
+from .access_signals import user_access_group
+from .ws_auth import current_user
 from .ws_close import CloseCode
 from .ws_origin import origin_allowed
 
@@ -29,13 +32,18 @@ CATCH_UP_PAGE = 500
 SAFETY_POLL_SECONDS = 5.0
 """How often an idle socket checks the log itself, in case the hint for the last event of a
 burst was lost (the channel layer is at-most-once)."""
+ACCESS_RECHECK_SECONDS = 60.0
+"""How often an open socket re-checks its access without being told (canvas.access_signals
+tells it within a second); bounds how long a lost hint or an expired token keeps it open."""
 
 
 class EventRelayConsumer(AsyncWebsocketConsumer):
     """Shared relay logic; subclasses decide how records are sent."""
 
     last_seq: int | None = None
-    conversation_id: str
+    conversation_id: str | None = None
+    access_group: str | None = None
+    closing = False
     _poller: asyncio.Task | None = None
 
     @property
@@ -50,6 +58,10 @@ class EventRelayConsumer(AsyncWebsocketConsumer):
             await self.close(code=CloseCode.FORBIDDEN_ORIGIN)
             return False
         user = self.scope.get("user")
+        if user is not None and user.is_authenticated:
+            # Joined before the check below, so a change committed after it is not missed.
+            self.access_group = user_access_group(user.pk)
+            await self.channel_layer.group_add(self.access_group, self.channel_name)
         try:
             conversation = await aconversation_for(
                 user, self.scope["url_route"]["kwargs"]["conversation_id"], Action.VIEW
@@ -66,6 +78,47 @@ class EventRelayConsumer(AsyncWebsocketConsumer):
             self._poller.cancel()
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.access_group is not None:
+            await self.channel_layer.group_discard(self.access_group, self.channel_name)
+
+    async def access_changed(self, message: dict[str, Any]) -> None:
+        """canvas.access_signals: something that decides this user's access changed."""
+        await self.recheck_access()
+
+    async def recheck_access(self) -> bool:
+        """Close the socket (and stop relaying at once) when the credentials it opened with or
+        its access to the conversation are gone; True while both still hold."""
+        if self.closing or self.conversation_id is None:
+            return False
+        refusal, user = await self._access_now()
+        if refusal is not None:
+            await self.close_for(refusal)
+            return False
+        self.scope["user"] = user  # the fresh row: roles and flags as they are now
+        await self.access_kept()
+        return True
+
+    @database_sync_to_async
+    def _access_now(self) -> tuple[CloseCode | None, Any]:
+        # One trip to the database thread: the re-check should close within a second even
+        # when many sockets re-check at once.
+        user = current_user(self.scope)
+        if user is None:
+            return CloseCode.CREDENTIALS_GONE, None
+        try:
+            conversation_for(user, self.conversation_id, Action.VIEW)
+        except NotFound:
+            return CloseCode.NOT_FOUND, None
+        return None, user
+
+    async def access_kept(self) -> None:
+        """Called after a re-check that keeps the socket open (a role may have changed)."""
+
+    async def close_for(self, code: CloseCode) -> None:
+        self.closing = True  # _forward sends nothing more, even before the server says closed
+        await self.close(code=code)
+        if self._poller is not None and self._poller is not asyncio.current_task():
+            self._poller.cancel()
 
     def start_safety_poll(self) -> None:
         if self._poller is None:
@@ -73,8 +126,14 @@ class EventRelayConsumer(AsyncWebsocketConsumer):
 
     async def _safety_poll(self) -> None:
         with contextlib.suppress(asyncio.CancelledError):
-            while True:
+            loop = asyncio.get_running_loop()
+            recheck_at = loop.time() + ACCESS_RECHECK_SECONDS
+            while not self.closing:
                 await asyncio.sleep(SAFETY_POLL_SECONDS)
+                if loop.time() >= recheck_at:
+                    recheck_at = loop.time() + ACCESS_RECHECK_SECONDS
+                    if not await self.recheck_access():
+                        return
                 if self.last_seq is None:
                     continue
                 last = await (
@@ -91,7 +150,7 @@ class EventRelayConsumer(AsyncWebsocketConsumer):
 
     async def _catch_up_locked(self) -> None:
         assert self.last_seq is not None
-        while True:
+        while not self.closing:
             page = await store.aload(
                 self.conversation_id, after_seq=self.last_seq, limit=CATCH_UP_PAGE
             )
@@ -102,7 +161,7 @@ class EventRelayConsumer(AsyncWebsocketConsumer):
 
     async def conversation_events(self, message: dict[str, Any]) -> None:
         """A hint from the channel layer: forward inline records, or read the gap."""
-        if self.last_seq is None:
+        if self.last_seq is None or self.closing:
             return
         async with self._relay_lock:
             records = message.get("records")
@@ -114,6 +173,8 @@ class EventRelayConsumer(AsyncWebsocketConsumer):
     async def _forward(self, records: list[dict[str, Any]]) -> None:
         """Send records after last_seq; call with the relay lock held."""
         assert self.last_seq is not None
+        if self.closing:
+            return
         fresh = [r for r in records if r["seq"] > self.last_seq]
         if not fresh:
             return

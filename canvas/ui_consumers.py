@@ -84,13 +84,17 @@ class ConversationPageConsumer(EventRelayConsumer):
                 self.scope.get("user"), self.conversation_id, Action.VIEW
             )
         except NotFound:  # access was withdrawn while the page was open
-            await self.close(code=CloseCode.NOT_FOUND)
+            await self.close_for(CloseCode.NOT_FOUND)
             return
         html = render_to_string(f"{FRAGMENTS}#stats", {**context, "conversation": conversation})
         if with_approvals:
             cards = await _pending_cards(self.conversation_id)
             html += render_to_string(f"{FRAGMENTS}#approvals", {**context, "cards": cards})
         await self.send(text_data=html)
+
+    async def access_kept(self) -> None:
+        # A member made viewer (or back) gets the matching controls with the next frame.
+        self.can_act = await self._allowed(Action.ACT)
 
     async def _allowed(self, action: Action) -> bool:
         try:

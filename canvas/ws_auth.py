@@ -1,14 +1,26 @@
-"""Websocket authentication: the browser session, or a bearer token for API clients."""
+"""Websocket authentication: the browser session, or a bearer token for API clients.
+
+A socket is authenticated at its handshake and may stay open for days, so `current_user`
+answers again, from the database, whether the credentials it opened with still hold
+(consumers ask when canvas.access_signals says something changed).
+"""
 
 from __future__ import annotations
 
+from importlib import import_module
+from types import SimpleNamespace
+from typing import Any
 from urllib.parse import parse_qs
 
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
+from django.conf import settings
+from django.contrib import auth
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
 
-from teams.tokens import api_token_authenticate
+from teams.tokens import api_token_authenticate, api_token_id, api_token_still_valid
 
 
 def _bearer(scope) -> str | None:
@@ -21,16 +33,46 @@ def _bearer(scope) -> str | None:
     return query.get("token", [None])[0]
 
 
+@database_sync_to_async
+def _authenticate(raw: str) -> tuple[AbstractBaseUser, int | None] | None:
+    user = api_token_authenticate(raw)
+    return None if user is None else (user, api_token_id(raw))
+
+
 class TokenAuthMiddleware(BaseMiddleware):
     async def __call__(self, scope, receive, send):
         token = _bearer(scope)
         if token:
-            user = await database_sync_to_async(api_token_authenticate)(token)
-            if user is not None:
-                scope = {**scope, "user": user, "auth_via_token": True}
+            found = await _authenticate(token)
+            if found is not None:
+                user, token_id = found
+                scope = {**scope, "user": user, "auth_via_token": True, "api_token_id": token_id}
         return await super().__call__(scope, receive, send)
 
 
 def auth_stack(inner):
     """Session auth first; a valid bearer token overrides it."""
     return AuthMiddlewareStack(TokenAuthMiddleware(inner))
+
+
+def current_user(scope: dict[str, Any]) -> AbstractBaseUser | None:
+    """The socket's user as the database has it now, or None when the credentials it opened
+    with no longer hold: its token revoked, expired or deleted; or the user deactivated or
+    deleted, its session ended (logout) or its password changed. Sync: call it off the loop."""
+    user = scope.get("user")
+    if user is None or not user.is_authenticated:
+        return None
+    if scope.get("auth_via_token"):
+        if not api_token_still_valid(scope["api_token_id"]):
+            return None
+        return get_user_model().objects.filter(pk=user.pk, is_active=True).first()
+    session_key = getattr(scope.get("session"), "session_key", None)
+    if session_key is None:
+        return None
+    # A fresh store (the scope's session was read once, at the handshake), checked the way
+    # Django checks a request's: same user, active, session hash matching the password.
+    store = import_module(settings.SESSION_ENGINE).SessionStore(session_key=session_key)
+    fresh = auth.get_user(SimpleNamespace(session=store))
+    if not fresh.is_authenticated or fresh.pk != user.pk:
+        return None
+    return fresh

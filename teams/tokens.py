@@ -7,6 +7,7 @@ import secrets
 from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Q
 from django.utils import timezone
 
 from common.errors import InvalidInput, NotFound
@@ -80,3 +81,20 @@ def _token_user(raw: str) -> AbstractBaseUser | None:
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return token.user
+
+
+def api_token_id(raw: str) -> int | None:
+    """The id of the token whose plain value is `raw`, whatever its state."""
+    if not raw or not raw.startswith(TOKEN_PREFIX):
+        return None
+    return ApiToken.objects.filter(key_hash=_hash(raw)).values_list("pk", flat=True).first()
+
+
+def api_token_still_valid(token_id: int) -> bool:
+    """Would this token still authenticate (not revoked, not expired, its user active)? For
+    connections that outlive the request that authenticated them: open websockets."""
+    return (
+        ApiToken.objects.filter(pk=token_id, revoked_at__isnull=True, user__is_active=True)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+        .exists()
+    )
