@@ -12,6 +12,8 @@ from conversations.events import (
     RunStartedEvent,
     StatusChangeEvent,
     SystemPromptEvent,
+    UserMessageBlockedEvent,
+    UserMessageCheckedEvent,
     UserMessageEvent,
 )
 
@@ -27,6 +29,10 @@ def event_summary(event: AnyEvent) -> str:
             return f"{len(event.tools)} tools"
         case UserMessageEvent():
             return _clip(event.text)
+        case UserMessageCheckedEvent():
+            return f"{len(event.message_ids)} message(s) may reach the agent"
+        case UserMessageBlockedEvent():
+            return f"hook {event.hook}: {_clip(event.reason)}"
         case AgentMessageEvent():
             return _clip(event.text)
         case ActionEvent():

@@ -70,6 +70,29 @@ class UserMessageEvent(BaseEvent):
     """Username of the person who wrote it; None for automations and the CLI."""
 
 
+class UserMessageCheckedEvent(BaseEvent):
+    """The team's UserPromptSubmit hooks let these user messages through, on a worker, before
+    the model read them. Which messages are checked is read from the log (this event and
+    UserMessageBlockedEvent), so a crash never lets one past unchecked."""
+
+    type: Literal["message.checked"] = "message.checked"
+    message_ids: list[str]
+    """The UserMessageEvents' ids, in log order."""
+
+
+class UserMessageBlockedEvent(BaseEvent):
+    """A UserPromptSubmit hook refused a user message. The View withdraws the message, so the
+    model never reads it, and the run that found it ends."""
+
+    type: Literal["message.blocked"] = "message.blocked"
+    message_id: str
+    """The refused UserMessageEvent's id."""
+    hook: str
+    """Name of the hook that refused it."""
+    reason: str = ""
+    """What the hook said, redacted at the log's door like every event."""
+
+
 class AgentMessageEvent(BaseEvent):
     type: Literal["message.agent"] = "message.agent"
     text: str
@@ -180,6 +203,8 @@ class UnknownEvent(BaseEvent):
 Event = Annotated[
     SystemPromptEvent
     | UserMessageEvent
+    | UserMessageCheckedEvent
+    | UserMessageBlockedEvent
     | AgentMessageEvent
     | ActionEvent
     | ObservationEvent
@@ -197,6 +222,8 @@ KNOWN_TYPES: frozenset[str] = frozenset(
     for cls in (
         SystemPromptEvent,
         UserMessageEvent,
+        UserMessageCheckedEvent,
+        UserMessageBlockedEvent,
         AgentMessageEvent,
         ActionEvent,
         ObservationEvent,
@@ -256,6 +283,8 @@ __all__ = [
     "SystemPromptEvent",
     "UnknownEvent",
     "Usage",
+    "UserMessageBlockedEvent",
+    "UserMessageCheckedEvent",
     "UserMessageEvent",
     "ValidationError",
     "event_from_payload",

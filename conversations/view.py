@@ -1,7 +1,9 @@
 """The LLM's View of a conversation: the events a model should read, in order.
 
 Pure: no ORM. Condensation (a later event that forgets a range and adds a summary) will be
-applied here, so every reader of the View gets it for free.
+applied here, so every reader of the View gets it for free. A user message a hook blocked
+(UserMessageBlockedEvent, always later in the log than the message) is withdrawn here the
+same way.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from .events import (
     AnyEvent,
     ObservationEvent,
     SystemPromptEvent,
+    UserMessageBlockedEvent,
+    UserMessageCheckedEvent,
     UserMessageEvent,
 )
 
@@ -25,10 +29,44 @@ LLM_EVENT_TYPES = (
     ObservationEvent,
 )
 
+HOOK_SENDER_PREFIX = "hook:"
+"""Sender of the messages a Stop hook sends back to the agent: the system's own words, which
+UserPromptSubmit hooks do not check."""
+
 
 def llm_view(events: Iterable[AnyEvent]) -> list[AnyEvent]:
-    """The LLM-convertible events, in log order."""
-    return [e for e in events if isinstance(e, LLM_EVENT_TYPES)]
+    """The LLM-convertible events, in log order, without blocked user messages.
+
+    Given a slice of the log, it withdraws only what that slice blocks: a reader that builds
+    incrementally must rebuild when a later slice holds a UserMessageBlockedEvent."""
+    events = list(events)
+    blocked = {e.message_id for e in events if isinstance(e, UserMessageBlockedEvent)}
+    return [
+        e
+        for e in events
+        if isinstance(e, LLM_EVENT_TYPES)
+        and not (isinstance(e, UserMessageEvent) and e.id in blocked)
+    ]
+
+
+def needs_prompt_check(event: AnyEvent) -> bool:
+    """Whether UserPromptSubmit hooks must see this event before the model may: a message
+    from a person or an automation, not one the system wrote for the agent."""
+    return isinstance(event, UserMessageEvent) and not (event.sender or "").startswith(
+        HOOK_SENDER_PREFIX
+    )
+
+
+def unchecked_messages(events: Sequence[AnyEvent]) -> list[UserMessageEvent]:
+    """User messages no UserPromptSubmit check has answered yet, in log order: derived from
+    the log alone, so a check survives a crash and is never run twice once recorded."""
+    checked: set[str] = set()
+    for event in events:
+        if isinstance(event, UserMessageCheckedEvent):
+            checked.update(event.message_ids)
+        elif isinstance(event, UserMessageBlockedEvent):
+            checked.add(event.message_id)
+    return [e for e in events if needs_prompt_check(e) and e.id not in checked]  # type: ignore[misc]
 
 
 def unanswered_actions(events: Sequence[AnyEvent]) -> list[ActionEvent]:

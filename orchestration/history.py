@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conversations import store
-from conversations.events import AnyEvent
+from conversations.events import AnyEvent, UserMessageBlockedEvent
 from conversations.projections import RunState
 from conversations.store import StoredEvent
 from conversations.view import llm_view
@@ -41,7 +41,12 @@ class History:
         self.last_seq = stored[-1].seq
         self.events.extend(fresh)
         self.state.apply(fresh)
-        extend_messages(self.messages, llm_view(fresh))
+        if any(isinstance(e, UserMessageBlockedEvent) for e in fresh):
+            # The block withdraws a message read earlier; rare enough to rebuild the whole View.
+            self.messages.clear()
+            extend_messages(self.messages, llm_view(self.events))
+        else:
+            extend_messages(self.messages, llm_view(fresh))
 
 
 _cache: OrderedDict[str, History] = OrderedDict()

@@ -34,7 +34,7 @@ from conversations.events import (
     UserMessageEvent,
 )
 from conversations.models import Conversation
-from conversations.view import unanswered_actions
+from conversations.view import HOOK_SENDER_PREFIX, unanswered_actions, unchecked_messages
 from teams.budget import spend_add
 from teams.policies import policy_for_team
 from workspaces.local import workspace_for
@@ -57,6 +57,7 @@ from .loop import (
 )
 from .notify import notify_status_on_commit
 from .profiles import UnknownProfileError, profile_get, profile_with_api_key
+from .prompt_check import prompt_check
 from .stuck import detect_stuck
 from .tools.base import Tool, ToolContext, team_secrets, tool_schema
 from .tools.registry import tools_for
@@ -232,8 +233,9 @@ class SliceRunner:
                 spend_add(self.team_id, spend)
         self.history.extend(stored, self.conversation_id)
 
-    def end(self, status: Status, reason: str, error: AgentErrorEvent | None = None) -> None:
-        events: list[BaseEvent] = [error] if error else []
+    def end(self, status: Status, reason: str, *first: BaseEvent) -> None:
+        """End the run; `first` (an error, a blocked message) goes in the same append."""
+        events: list[BaseEvent] = list(first)
         events.extend(run_end_events(status, reason, self.history.state.run_id))
         self.append(events)
         self._notify(status, reason)
@@ -348,12 +350,29 @@ class SliceRunner:
             return False
         self.append(
             [UserMessageEvent(text=f"[Stop hook {verdict.hook}] {verdict.reason}",
-                              sender=f"hook:{verdict.hook}")]
+                              sender=f"{HOOK_SENDER_PREFIX}{verdict.hook}")]
         )  # fmt: skip
+        return True
+
+    def check_prompts(self) -> bool:
+        """Run the team's UserPromptSubmit hooks on every user message not yet checked; False
+        when one was blocked (the run ended). Loops until the history the model would read
+        holds no unchecked message, since one may arrive while the hooks run."""
+        while pending := unchecked_messages(self.history.events):
+            check = prompt_check(
+                team_id=self.team_id, conversation_id=self.conversation_id, messages=pending,
+                cwd=self.workspace_root,
+            )  # fmt: skip
+            if check.blocked is not None:
+                self.end(Status.ERROR, check.end_reason, *check.events)
+                return False
+            self.append(check.events)
         return True
 
     def step(self) -> bool:
         """One LLM response and its tool calls. Returns False once the run has stopped."""
+        if not self.check_prompts():
+            return False
         reached = limit_reached(self.limits, self.history.state, self.team_id)
         if reached is not None:
             self.end(Status.ERROR, LIMIT_REASONS[reached.code], reached)

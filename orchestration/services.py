@@ -16,7 +16,6 @@ from django.db.models import Q
 from common.errors import Conflict, Forbidden, InvalidInput
 from conversations import store
 from conversations.events import (
-    AgentErrorEvent,
     RunStartedEvent,
     Status,
     StatusChangeEvent,
@@ -33,7 +32,6 @@ from teams.policies import policy_for_team, tighten
 from teams.services import team_ensure_personal, team_get_for
 from workspaces.paths import WorkspaceNameError, workspace_in_area
 
-from . import hook_points
 from .agent import DEFAULT_TOOLS, AgentConfig
 from .dispatch import enqueue_slice_on_commit, new_slice_id
 from .loop import run_end_events
@@ -220,16 +218,15 @@ def conversation_create(
         )
     )
     sender = owner.get_username() if owner is not None else None
-    reported = _prompt_hooks(
-        chosen.pk, str(conversation.pk), prompt, sender, conversation.workspace_path
-    )
     with transaction.atomic():
         conversation.save()
         system = SystemPromptEvent(
             content=config.system_prompt,
             tools=[tool_schema(t) for t in tools_for(config.tools)],
         )
-        events = [system, *reported, UserMessageEvent(text=prompt, sender=sender)]
+        # UserPromptSubmit hooks check the prompt on the worker, before the model reads it
+        # (orchestration.prompt_check): the web process never runs a hook.
+        events = [system, UserMessageEvent(text=prompt, sender=sender)]
         events += _start_run(conversation, Status.IDLE, sender or "api")
         store.append(conversation.pk, events)
         audit_record(
@@ -240,21 +237,6 @@ def conversation_create(
     return conversation
 
 
-def _prompt_hooks(
-    team_id: int, conversation_id: str, text: str, sender: str | None, cwd: str | None
-) -> list[AgentErrorEvent]:
-    """Run the team's UserPromptSubmit hooks: a denial refuses the message (nothing is
-    stored); hooks that broke are reported in the conversation."""
-    verdict = hook_points.user_prompt_submit(
-        team_id=team_id, conversation_id=conversation_id, text=text, sender=sender, cwd=cwd
-    )
-    if not verdict.allowed:
-        raise InvalidInput(
-            f"the message was blocked by the hook {verdict.hook!r}: {verdict.reason}"
-        )
-    return [AgentErrorEvent(code="hook_failed", message=line) for line in verdict.failures]
-
-
 def _locked(conversation_id) -> Conversation:
     return Conversation.objects.select_for_update().get(pk=conversation_id)
 
@@ -262,17 +244,16 @@ def _locked(conversation_id) -> Conversation:
 def conversation_post_message(
     *, conversation_id, text: str, sender: AbstractBaseUser | None
 ) -> int:
-    """Append a user message; start a run unless one is going (it reads it next step).
+    """Append a user message; start a run unless one is going (it reads it next step, once
+    the team's UserPromptSubmit hooks let it through on the worker).
 
     Returns the message's seq.
     """
     _check_text(text)
     name = sender.get_username() if sender is not None else None
-    where = Conversation.objects.only("team_id", "workspace_path").get(pk=conversation_id)
-    reported = _prompt_hooks(where.team_id, str(where.pk), text, name, where.workspace_path)
     with transaction.atomic():
         conversation = _locked(conversation_id)
-        events: list = [*reported, UserMessageEvent(text=text, sender=name)]
+        events: list = [UserMessageEvent(text=text, sender=name)]
         if conversation.status != Status.RUNNING:
             events += _start_run(conversation, Status(conversation.status), name or "api")
         return store.append(conversation.pk, events)[0].seq

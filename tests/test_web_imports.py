@@ -1,4 +1,5 @@
-"""The web process must stay small: LiteLLM (seconds and ~200 MB) is for workers only."""
+"""The web process must stay small: LiteLLM (seconds and ~200 MB) is for workers only. It runs
+no hook either (they run on workers, with the agent's sandbox)."""
 
 import subprocess
 import sys
@@ -15,6 +16,8 @@ import canvas.views, canvas.api, canvas.consumers
 get_resolver().url_patterns  # import every view module the URLconf names
 from django.test import Client
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in {"litellm", "openai", "tiktoken"})
+# Hooks run on workers only (UserPromptSubmit too): the web process cannot even import them.
+heavy += sorted(m for m in sys.modules if m in {"orchestration.hooks", "orchestration.hook_points"})
 print(",".join(heavy) or "clean")
 """
 

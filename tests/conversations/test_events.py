@@ -19,6 +19,8 @@ from conversations.events import (
     SystemPromptEvent,
     UnknownEvent,
     Usage,
+    UserMessageBlockedEvent,
+    UserMessageCheckedEvent,
     UserMessageEvent,
     event_from_payload,
     event_to_payload,
@@ -29,6 +31,8 @@ GOLDEN = Path(__file__).parent / "golden" / "events_v1.json"
 EXAMPLES = [
     SystemPromptEvent(content="be useful", tools=[{"type": "function", "function": {"name": "t"}}]),
     UserMessageEvent(text="hello", sender="alice"),
+    UserMessageCheckedEvent(message_ids=["m1", "m2"]),
+    UserMessageBlockedEvent(message_id="m3", hook="no-passwords", reason="no passwords"),
     AgentMessageEvent(text="hi", llm_response_id="r1", usage=Usage(prompt_tokens=3, cost_usd=0.5)),
     ActionEvent(tool_call_id="c1", tool="terminal", arguments='{"command": "ls"}', batch_size=2),
     ObservationEvent(tool_call_id="c1", tool="terminal", content="a\nb", exit_code=0),
