@@ -1,5 +1,5 @@
 """The team's "Hooks & notifications" page: parse, call one service (teams.hooks,
-teams.notifications), choose a template.
+teams.notifications, teams.policies for the sandbox's network), choose a template.
 
 Admins and owners only, the page included (commands and webhook URLs may reveal internals):
 another team answers 404, a weaker role 403. A refused write comes back inline in the section
@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
@@ -21,8 +22,17 @@ from django.views.decorators.http import require_GET, require_POST
 
 from common.errors import Forbidden, InvalidInput, NotFound, ServiceError
 from teams import hooks, notifications
-from teams.models import HOOK_TIMEOUT_MAX, HOOK_TIMEOUT_MIN, Hook, HookEvent, Team
+from teams.models import (
+    HOOK_TIMEOUT_MAX,
+    HOOK_TIMEOUT_MIN,
+    Hook,
+    HookEvent,
+    NetworkAccess,
+    Policy,
+    Team,
+)
 from teams.permissions import Action
+from teams.policies import policy_for_team, policy_update
 from teams.services import team_get_for
 
 TEMPLATE = "canvas/team_hooks.html"
@@ -59,6 +69,12 @@ class NotificationForm(forms.Form):
     regenerate_secret = forms.BooleanField(required=False, label="Make a new signing secret")
 
 
+class SandboxForm(forms.Form):
+    network = forms.ChoiceField(
+        choices=NetworkAccess.choices, label="Network for commands and hooks"
+    )
+
+
 def _team(request: HttpRequest, team_id: int) -> Team:
     try:
         return team_get_for(request.user, team_id, Action.ADMINISTER)
@@ -78,7 +94,8 @@ def _context(
     request: HttpRequest, team: Team, *, add_form: HookForm | None = None,
     edited: tuple[int, HookForm] | None = None, notify_form: NotificationForm | None = None,
     notice: ServiceError | None = None, notify_notice: ServiceError | None = None,
-    new_secret: str | None = None,
+    new_secret: str | None = None, sandbox_form: SandboxForm | None = None,
+    sandbox_notice: ServiceError | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     rows = []
     for hook in hooks.hook_list(by=request.user, team=team):
@@ -86,6 +103,7 @@ def _context(
         form = edited[1] if edited is not None and is_edited else _hook_form(hook)
         rows.append({"hook": hook, "form": form, "open": is_edited})
     info = notifications.notification_get(by=request.user, team=team)
+    own = Policy.objects.filter(team=team).values_list("network", flat=True).first()
     return {
         "team": team,
         "rows": rows,
@@ -95,6 +113,10 @@ def _context(
         "notice": notice,
         "notify_notice": notify_notice,
         "new_secret": new_secret,
+        "sandbox_form": sandbox_form or SandboxForm(initial={"network": own or "none"}),
+        "sandbox_notice": sandbox_notice,
+        "network": policy_for_team(team.pk).network,
+        "host_network_allowed": settings.CANVAS_SANDBOX_ALLOW_HOST_NETWORK,
     }
 
 
@@ -197,3 +219,20 @@ def notification_clear(request: HttpRequest, team_id: int) -> HttpResponse:
     except ServiceError as exc:
         return _section(request, team, "notifications", status=exc.status, notify_notice=exc)
     return _section(request, team, "notifications")
+
+
+@login_required
+@require_POST
+def sandbox_set(request: HttpRequest, team_id: int) -> HttpResponse:
+    """The team policy's network; "host" is refused (400) where the site does not allow it."""
+    team = _team(request, team_id)
+    form = SandboxForm(request.POST)
+    if not form.is_valid():
+        return _section(request, team, "sandbox", status=400, sandbox_form=form)
+    try:
+        policy_update(by=request.user, team=team, network=form.cleaned_data["network"])
+    except ServiceError as exc:
+        return _section(
+            request, team, "sandbox", status=exc.status, sandbox_form=form, sandbox_notice=exc
+        )
+    return _section(request, team, "sandbox")

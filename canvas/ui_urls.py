@@ -109,6 +109,7 @@ urlpatterns = [
         hook_views.notification_set,
         name="team-notification-set",
     ),
+    path("teams/<int:team_id>/sandbox", hook_views.sandbox_set, name="team-sandbox-set"),
     path(
         "teams/<int:team_id>/notifications/clear",
         hook_views.notification_clear,
