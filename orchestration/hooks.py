@@ -70,9 +70,11 @@ def run_hook(
 ) -> HookOutcome:  # fmt: skip
     """Run one hook in the sandbox, in `cwd` (the conversation's workspace) with the team's
     `network`, and decide. Never raises for a misbehaving hook."""
+    # The real path, as LocalWorkspace uses: the mount, cwd and HOME all name one directory.
+    where = Path(os.path.realpath(cwd)) if cwd else None
     sandbox = SandboxSpec(
-        cwd=Path(cwd) if cwd else Path("/tmp"),
-        writable=(Path(cwd),) if cwd else (),
+        cwd=where or Path("/tmp"),
+        writable=(where,) if where else (),
         env=_clean_env(cwd),
         network=network,
     )

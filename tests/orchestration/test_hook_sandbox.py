@@ -81,3 +81,11 @@ def test_hooks_get_the_teams_network_only_where_the_site_allows_host(
     assert "PONG" not in pong()  # the site does not allow it: still none
     settings.CANVAS_SANDBOX_ALLOW_HOST_NETWORK = True
     assert pong().startswith("+PONG")
+
+
+def test_a_hook_runs_in_a_symlinked_workspace(tmp_path, workspace) -> None:
+    alias = tmp_path / "alias"
+    alias.symlink_to(workspace)
+    command = "touch made-here; exit 0"
+    assert run_hook(HookSpec("link", "Stop", command), PAYLOAD, cwd=str(alias)).failure == ""
+    assert (workspace / "made-here").exists()
