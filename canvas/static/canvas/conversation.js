@@ -9,6 +9,8 @@
 
   var NEAR_BOTTOM_PX = 160;
   var RECONNECTING_CODES = [1006, 1011, 1012, 1013]; // the ones the ws extension retries
+  // Closes that say why (canvas/ws_close.py); the extension does not retry these.
+  var REFUSED = { 4401: "signed out", 4403: "refused", 4404: "no access" };
   var followBottom = false;
   var currentSocket = null;
 
@@ -50,7 +52,7 @@
       return; // a socket we already replaced
     }
     var retrying = RECONNECTING_CODES.indexOf(closed.code) >= 0;
-    setLive(retrying ? "reconnecting…" : "offline", "closed");
+    setLive(retrying ? "reconnecting…" : REFUSED[closed.code] || "offline", "closed");
   });
 
   document.addEventListener("htmx:wsBeforeMessage", function (evt) {
