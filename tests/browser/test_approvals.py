@@ -79,7 +79,7 @@ def enable_notifications(page) -> None:
     page.context.grant_permissions(["notifications"])
     button.click()
     page.wait_for_function(
-        "document.querySelector('[data-notify-enable]').textContent === 'Notifications on'"
+        "() => document.querySelector('[data-notify-enable]').textContent === 'Notifications on'"
     )
     assert page.evaluate("window.__permissionRequests") == 1
     assert button.is_disabled()
@@ -125,11 +125,12 @@ def test_reject_with_a_reason_then_approve_until_finished(page):
     assert page.locator(".approval-card:not(.is-decided)").count() == 1
     badge = page.locator("#approvals-count")
     page.wait_for_function(
-        "document.getElementById('approvals-count').textContent.trim() === '1'", timeout=15_000
+        "() => document.getElementById('approvals-count').textContent.trim() === '1'",
+        timeout=15_000,
     )
     assert badge.is_visible()
     page.wait_for_function(
-        "(window.__notifications || []).some(n => n.title.startsWith('Needs approval: '))"
+        "() => (window.__notifications || []).some(n => n.title.startsWith('Needs approval: '))"
     )
     sudo_card.locator("button.approve").click()
     wait_for_status(page, "finished")
@@ -142,7 +143,7 @@ def test_reject_with_a_reason_then_approve_until_finished(page):
     titles = [n["title"] for n in notifications(page)]
     assert any(t.startswith("Needs approval: ") for t in titles), titles
     page.wait_for_function(
-        "(window.__notifications || []).some(n => n.title.startsWith('Finished: '))"
+        "() => (window.__notifications || []).some(n => n.title.startsWith('Finished: '))"
     )
     tags = {n["tag"] for n in notifications(page)}
     assert len(tags) == 1  # one per conversation: newer ones replace older ones
@@ -171,7 +172,7 @@ def test_the_approvals_page_lists_and_notifies_new_waiting_conversations(page):
     assert item.locator(".rule-id").all_inner_texts() == ["sudo"]
     assert item.locator(".summary").inner_text() == "sudo ls /root"
     page.wait_for_function(
-        "(window.__notifications || []).some(n => n.body === 'sudo ls /root')", timeout=15_000
+        "() => (window.__notifications || []).some(n => n.body === 'sudo ls /root')", timeout=15_000
     )
     note = next(n for n in notifications(page) if n["body"] == "sudo ls /root")
     assert note["title"].startswith("Needs approval: ")

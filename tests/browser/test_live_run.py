@@ -219,7 +219,9 @@ def wait_for_relays(page, relays: list[Relay], count: int) -> None:
     while len(relays) < count and time.monotonic() < deadline:
         page.wait_for_timeout(50)
     assert len(relays) == count, f"expected {count} connections, saw {len(relays)}"
-    page.wait_for_function("document.getElementById('live-indicator').dataset.state === 'open'")
+    page.wait_for_function(
+        "() => document.getElementById('live-indicator').dataset.state === 'open'"
+    )
 
 
 def test_reconnect_and_reload_resume_without_gaps_or_duplicates(page):
