@@ -54,6 +54,9 @@ class EventRelayConsumer(AsyncWebsocketConsumer):
         return self._lock
 
     async def authorize(self) -> bool:
+        if self.scope.get("auth_throttled"):
+            await self.close(code=CloseCode.THROTTLED)
+            return False
         if not origin_allowed(self.scope):
             await self.close(code=CloseCode.FORBIDDEN_ORIGIN)
             return False

@@ -20,6 +20,7 @@ from django.contrib import auth
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 
+from teams.throttle import Throttled
 from teams.tokens import api_token_authenticate, api_token_id, api_token_still_valid
 
 
@@ -33,17 +34,36 @@ def _bearer(scope) -> str | None:
     return query.get("token", [None])[0]
 
 
+def client_address(scope: dict[str, Any]) -> str | None:
+    """teams.throttle.client_address for a websocket: the peer, or behind our proxy
+    (CANVAS_BEHIND_PROXY) the last X-Forwarded-For entry, the one the proxy appended."""
+    if getattr(settings, "CANVAS_BEHIND_PROXY", False):
+        for key, value in scope.get("headers", []):
+            if key == b"x-forwarded-for":
+                last = value.decode("latin-1").split(",")[-1].strip()
+                if last:
+                    return last[:64]
+    client = scope.get("client")
+    return str(client[0])[:64] if client else None
+
+
 @database_sync_to_async
-def _authenticate(raw: str) -> tuple[AbstractBaseUser, int | None] | None:
-    user = api_token_authenticate(raw)
+def _authenticate(raw: str, client: str | None) -> tuple[AbstractBaseUser, int | None] | None:
+    user = api_token_authenticate(raw, client=client)
     return None if user is None else (user, api_token_id(raw))
 
 
 class TokenAuthMiddleware(BaseMiddleware):
+    """A bad token counts against the client's address like on the API (teams.throttle); a
+    blocked address is marked in the scope and the consumer refuses it (CloseCode.THROTTLED)."""
+
     async def __call__(self, scope, receive, send):
         token = _bearer(scope)
         if token:
-            found = await _authenticate(token)
+            try:
+                found = await _authenticate(token, client_address(scope))
+            except Throttled:
+                found, scope = None, {**scope, "auth_throttled": True}
             if found is not None:
                 user, token_id = found
                 scope = {**scope, "user": user, "auth_via_token": True, "api_token_id": token_id}

@@ -19,3 +19,5 @@ class CloseCode(IntEnum):
     NOT_FOUND = 4404
     """No such conversation or websocket route, or the user may not (or no longer) see it:
     removed from the team, or the team or conversation deleted."""
+    THROTTLED = 4429
+    """Too many bad API tokens from this address (teams.throttle); try again later."""
