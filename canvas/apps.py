@@ -12,6 +12,13 @@ class CanvasConfig(AppConfig):
 
         register_secret_source(secret_values_for_team)
 
+        # Error texts are redacted as they leave, for the person asking (canvas.outbound).
+        from common.errors import register_detail_scrubber
+
+        from .outbound import scrub
+
+        register_detail_scrubber(scrub)
+
         # Open websockets re-check access when a token, membership or user changes.
         from .access_signals import connect_access_signals
 

@@ -18,7 +18,7 @@ _lock = threading.Lock()
 _redactor: tuple[int, Redactor] = (0, Redactor({}))
 
 
-def _current() -> Redactor:
+def known_values_redactor() -> Redactor:
     """A redactor over every known value, rebuilt only when a new value was remembered."""
     global _redactor
     generation, redactor = _redactor
@@ -38,7 +38,7 @@ class RedactSecretsFilter(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        redactor = _current()
+        redactor = known_values_redactor()
         if not redactor:
             return True
         try:

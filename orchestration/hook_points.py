@@ -2,7 +2,7 @@
 
 Each call point reads the team's enabled hooks for its event (one small query, every time: an
 admin's change applies to the very next step, and no hooks means no subprocess at all), builds
-the JSON the hooks read on stdin, runs them in order through orchestration.hooks and folds the
+the JSON the hooks read on stdin (with the team's secrets redacted), runs them in order through orchestration.hooks and folds the
 outcomes into one HookVerdict. The caller acts on it: a denied PreToolUse becomes a rejected
 observation (rejection_source="hook"), a denied Stop sends the reason back to the model, and
 every line in `failures` is reported as an AgentErrorEvent(code="hook_failed").
@@ -22,6 +22,7 @@ from teams.hooks import hook_specs_for_team
 from teams.policies import policy_for_team
 
 from .hooks import HookOutcome, HookSpec, run_hooks
+from .outgoing import redact_for_team
 
 PRE_TOOL_USE = "PreToolUse"
 POST_TOOL_USE = "PostToolUse"
@@ -144,6 +145,9 @@ def _decide(
     if denied is None and specs:
         # Hooks reach what the team's sandboxed commands reach (workspaces.sandbox).
         network = policy_for_team(team_id).network
+        # Hooks read no secret value: a tool's output reaches PostToolUse before the log's
+        # door has redacted it, and arguments are the model's raw text.
+        payload = redact_for_team(team_id, payload)
         for outcome in run_hooks(specs, event, payload, tool=tool, cwd=cwd, network=network):
             if outcome.failure:
                 closed = by_name[outcome.hook].fail_closed

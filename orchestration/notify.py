@@ -4,7 +4,8 @@ needs a person or stopped: waiting for approval, finished, failed, stuck.
 The runner calls `notify_status_on_commit` while it records the status; nothing leaves before
 that transaction commits, and nothing at all for teams without a webhook (one indexed read).
 The Celery task (orchestration.notify_tasks) re-reads the URL and secret, so the secret never
-travels through the broker, and calls `webhook_deliver`.
+travels through the broker, and calls `webhook_deliver`. The reason and the title are
+redacted with the team's secrets before they are queued.
 
 The request is Slack-compatible JSON ({"text", "blocks"} plus our "conversation" object),
 signed like this so receivers can check it came from us and is fresh:
@@ -34,6 +35,8 @@ from django.urls import reverse
 from common import netguard, safe_http
 from teams.notifications import notification_configured, url_host, webhook_target_for_team
 
+from .outgoing import redact_for_team
+
 logger = logging.getLogger(__name__)
 
 TIMEOUT_SECONDS = 5.0
@@ -62,6 +65,9 @@ def notify_status_on_commit(
     try:
         if not notification_configured(team_id):
             return
+        # Redacted here, before the broker: a reason may quote a provider's error or a
+        # hook, neither of which went through the log's door.
+        reason, title = redact_for_team(team_id, [reason or "", title or ""])
         kwargs = {
             "delivery_id": uuid.uuid4().hex,
             "conversation_id": str(conversation_id),

@@ -16,6 +16,7 @@ from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer, django_auth
 
+from canvas.outbound import scrub
 from common.errors import ServiceError
 from teams.throttle import Throttled, client_address
 from teams.tokens import api_token_authenticate
@@ -63,6 +64,7 @@ def _error(request: HttpRequest, status: int, error: str, detail: Any) -> HttpRe
 
 @api.exception_handler(ServiceError)
 def _service_error(request: HttpRequest, exc: ServiceError) -> HttpResponse:
+    # exc.detail is redacted as it is read (canvas.outbound); the others are redacted here.
     return _error(request, exc.status, exc.code, exc.detail)
 
 
@@ -83,7 +85,7 @@ def _field(loc) -> str | None:
 @api.exception_handler(NinjaValidationError)
 def _validation_error(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
     detail = [{"field": _field(e.get("loc", ())), "message": e.get("msg")} for e in exc.errors]
-    return _error(request, 400, "invalid_input", detail)
+    return _error(request, 400, "invalid_input", scrub(detail))
 
 
 @api.exception_handler(AuthenticationError)
@@ -93,7 +95,8 @@ def _auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
 
 @api.exception_handler(HttpError)
 def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
-    return _error(request, exc.status_code, ERROR_CODES.get(exc.status_code, "error"), str(exc))
+    code = ERROR_CODES.get(exc.status_code, "error")
+    return _error(request, exc.status_code, code, scrub(str(exc)))
 
 
 def _register_routers() -> None:
