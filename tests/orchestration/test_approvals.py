@@ -1,6 +1,7 @@
 """Held actions, decisions and run control, driven slice by slice (no worker)."""
 
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +26,10 @@ def events(conversation) -> list:
     return [s.event for s in store.load(conversation.pk)]
 
 
+def workspace(conversation) -> Path:
+    return Path(Conversation.objects.get(pk=conversation.pk).workspace_path)
+
+
 def status(conversation) -> str:
     return Conversation.objects.get(pk=conversation.pk).status
 
@@ -35,10 +40,10 @@ def start(user, *turns, **kwargs):
     )
 
 
-def test_a_high_risk_action_waits_and_rejection_reaches_the_agent(user, dispatched, tmp_path):
-    marker = tmp_path / "ran"
-    conversation = start(user, terminal(f"{RISKY}; touch {marker}"), terminal("echo safer"),
+def test_a_high_risk_action_waits_and_rejection_reaches_the_agent(user, dispatched):
+    conversation = start(user, terminal(f"{RISKY}; touch ran"), terminal("echo safer"),
                          {"tool": "finish", "args": {"message": "done"}})  # fmt: skip
+    marker = workspace(conversation) / "ran"  # commands reach only their workspace (sandbox)
     drive(dispatched)
     assert status(conversation) == "waiting_for_confirmation"
     (pending,) = approvals.pending_actions(conversation.pk)
@@ -67,10 +72,10 @@ def test_a_high_risk_action_waits_and_rejection_reaches_the_agent(user, dispatch
     assert safer, "the agent went on to the safer command"
 
 
-def test_approve_runs_the_pending_action_before_asking_the_model(user, dispatched, tmp_path):
-    marker = tmp_path / "approved"
-    conversation = start(user, terminal(f"sudo -n true; touch {marker}"),
+def test_approve_runs_the_pending_action_before_asking_the_model(user, dispatched):
+    conversation = start(user, terminal("sudo -n true; touch approved"),
                          {"tool": "finish", "args": {"message": "done"}})  # fmt: skip
+    marker = workspace(conversation) / "approved"
     drive(dispatched)
     (pending,) = approvals.pending_actions(conversation.pk)
     assert [rule for rule, _ in pending.rules] == ["sudo"]
@@ -185,17 +190,17 @@ def test_stuck_patterns_stop_the_run(user, dispatched, turns, pattern):
     assert status(conversation) == "running"
 
 
-def test_a_pre_tool_use_hook_blocks_an_action_and_the_agent_reads_why(user, dispatched, tmp_path):
+def test_a_pre_tool_use_hook_blocks_an_action_and_the_agent_reads_why(user, dispatched):
     from teams.hooks import hook_create
     from teams.services import team_default_for
 
-    marker = tmp_path / "deployed"
     hook_create(
         by=user, team=team_default_for(user), name="no-deploys", event="PreToolUse",
         matcher="terminal",
         command='grep -q deploy && { echo \'{"decision": "deny", "reason": "deploys are frozen"}\'; }; exit 0',
     )  # fmt: skip
-    conversation = start(user, terminal(f"./deploy.sh; touch {marker}"), terminal("echo fine"))
+    conversation = start(user, terminal("./deploy.sh; touch deployed"), terminal("echo fine"))
+    marker = workspace(conversation) / "deployed"
     drive(dispatched)
     results = [e for e in events(conversation) if e.type == "tool.result"]
     blocked = results[0]
@@ -205,14 +210,13 @@ def test_a_pre_tool_use_hook_blocks_an_action_and_the_agent_reads_why(user, disp
     assert results[1].content.startswith("fine")
 
 
-def test_a_stop_hook_sends_the_agent_back_to_work_once(user, dispatched, tmp_path):
+def test_a_stop_hook_sends_the_agent_back_to_work_once(user, dispatched):
     from teams.hooks import hook_create
     from teams.services import team_default_for
 
-    flag = tmp_path / "asked-once"
-    hook_create(
+    hook_create(  # its cwd is the conversation's workspace, all a hook may write (sandbox)
         by=user, team=team_default_for(user), name="tests-first", event="Stop",
-        command=f"test -e {flag} && exit 0; touch {flag}; echo 'run the tests first' >&2; exit 2",
+        command="test -e asked-once && exit 0; touch asked-once; echo 'run the tests first' >&2; exit 2",
     )  # fmt: skip
     conversation = start(
         user,

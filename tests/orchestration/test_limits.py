@@ -12,6 +12,7 @@ import json
 import threading
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -102,14 +103,11 @@ def test_a_policy_tightened_mid_run_applies_from_the_next_slice(user, team, disp
 # --- tools -----------------------------------------------------------------------------------
 
 
-def test_a_disallowed_tool_call_is_an_error_observation_and_the_run_goes_on(
-    user, team, dispatched, tmp_path
-):
-    marker = tmp_path / "ran.txt"
+def test_a_disallowed_tool_call_is_an_error_observation_and_the_run_goes_on(user, team, dispatched):
     conversation = start(
         user, team,
         script(
-            {"tool": "terminal", "args": {"command": f"touch {marker}"}},
+            {"tool": "terminal", "args": {"command": "touch ran.txt"}},
             {"tool": "think", "args": {"thought": "no terminal then"}},
             {"tool": "finish", "args": {"message": "done without it"}},
         ),
@@ -123,7 +121,7 @@ def test_a_disallowed_tool_call_is_an_error_observation_and_the_run_goes_on(
         ("terminal", True), ("think", False), ("finish", False),
     ]  # fmt: skip
     assert "Tool 'terminal' is not allowed by this team's policy" in results[0].content
-    assert not marker.exists()
+    assert not (Path(conversation.workspace_path) / "ran.txt").exists()
 
 
 # --- budgets (real LiteLLM costs through the fake provider) ----------------------------------

@@ -2,6 +2,7 @@
 
 import json
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -73,13 +74,12 @@ def test_a_slice_waits_while_another_runner_holds_a_live_lease(dispatched):
     assert types(conversation)[-1] == "run.finished"
 
 
-def test_an_action_without_observation_is_marked_interrupted_not_rerun(dispatched, tmp_path):
-    marker = tmp_path / "ran.txt"
+def test_an_action_without_observation_is_marked_interrupted_not_rerun(dispatched):
     conversation = services.conversation_create(
         owner=None,
         model="scripted",
         prompt=script(
-            {"tool": "terminal", "args": {"command": f"echo ran >> {marker}"}},
+            {"tool": "terminal", "args": {"command": "echo ran >> ran.txt"}},
             {"say": "after"},
         ),
     )
@@ -89,7 +89,7 @@ def test_an_action_without_observation_is_marked_interrupted_not_rerun(dispatche
         [
             ActionEvent(
                 tool_call_id="call_0_0", tool="terminal",
-                arguments=json.dumps({"command": f"echo ran >> {marker}"}),
+                arguments=json.dumps({"command": "echo ran >> ran.txt"}),
             )
         ],
     )  # fmt: skip
@@ -98,7 +98,7 @@ def test_an_action_without_observation_is_marked_interrupted_not_rerun(dispatche
     observation = next(e for e in events if isinstance(e, ObservationEvent))
     assert observation.interrupted and observation.is_error
     assert "interrupted" in observation.content
-    assert not marker.exists()
+    assert not (Path(conversation.workspace_path) / "ran.txt").exists()  # commands write there
     assert events[-1].type == "run.finished"
 
 

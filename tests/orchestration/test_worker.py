@@ -1,6 +1,7 @@
 """Runs through real Celery worker processes on Redis and Postgres."""
 
 import time
+from pathlib import Path
 
 import pytest
 from celery import current_app
@@ -52,17 +53,16 @@ def test_scripted_multi_step_run_finishes_on_a_worker(start_worker, settings):
     assert seqs(conversation) == list(range(1, len(events) + 1))
 
 
-def test_killed_worker_mid_tool_is_completed_by_a_new_worker(start_worker, tmp_path):
+def test_killed_worker_mid_tool_is_completed_by_a_new_worker(start_worker):
     fast_recovery = {"CANVAS_LEASE_SECONDS": "3", "CANVAS_SWEEP_SECONDS": "1"}
     first = start_worker(beat=True, extra_env=fast_recovery)
-    marker = tmp_path / "after-kill.txt"
     conversation = services.conversation_create(
         owner=None,
         model="scripted",
         prompt=script(
             {"tool": "terminal", "args": {"command": "echo started"}},
             {"tool": "terminal", "args": {"command": "sleep 6; echo slept"}},
-            {"tool": "terminal", "args": {"command": f"echo resumed > {marker}"}},
+            {"tool": "terminal", "args": {"command": "echo resumed > after-kill.txt"}},
             {"tool": "finish", "args": {"message": "survived"}},
         ),
     )
@@ -87,18 +87,19 @@ def test_killed_worker_mid_tool_is_completed_by_a_new_worker(start_worker, tmp_p
     )  # fmt: skip
     assert result.interrupted and "interrupted" in result.content
     assert "slept" not in result.content
+    marker = Path(conversation.workspace_path) / "after-kill.txt"  # all a command may write
     assert marker.read_text().strip() == "resumed"
     assert seqs(conversation) == list(range(1, len(events) + 1))
     assert sum(1 for e in events if e.type == "tool.result") == 4
 
 
-def test_duplicate_task_delivery_runs_each_step_once(start_worker, dispatched, tmp_path):
-    counter = tmp_path / "count.txt"
+def test_duplicate_task_delivery_runs_each_step_once(start_worker, dispatched):
     conversation = services.conversation_create(
         owner=None,
         model="scripted",
-        prompt=script(*[{"tool": "terminal", "args": {"command": f"echo x >> {counter}"}}] * 3),
+        prompt=script(*[{"tool": "terminal", "args": {"command": "echo x >> count.txt"}}] * 3),
     )
+    counter = Path(conversation.workspace_path) / "count.txt"  # all a command may write
     ((conversation_id, slice_id),) = dispatched
     start_worker()
     for _ in range(3):  # the broker delivers the same message several times
