@@ -63,11 +63,21 @@ class SystemPromptEvent(BaseEvent):
     """The tools' JSON schemas as offered to the model for this conversation."""
 
 
+HOOK_SENDER_PREFIX = "hook:"
+"""Sender of the messages a Stop hook sends back to the agent: "hook:NAME"."""
+
+
 class UserMessageEvent(BaseEvent):
     type: Literal["message.user"] = "message.user"
     text: str
     sender: str | None = None
     """Username of the person who wrote it; None for automations and the CLI."""
+
+    @property
+    def needs_prompt_check(self) -> bool:
+        """Whether UserPromptSubmit hooks must let it through before the model may read it:
+        written by a person or an automation, not by the system for the agent."""
+        return not (self.sender or "").startswith(HOOK_SENDER_PREFIX)
 
 
 class UserMessageCheckedEvent(BaseEvent):
@@ -265,6 +275,7 @@ def event_from_payload(type_: str, payload: dict[str, Any]) -> AnyEvent:
 
 
 __all__ = [
+    "HOOK_SENDER_PREFIX",
     "SCHEMA_VERSION",
     "ActionDecisionEvent",
     "ActionEvent",

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .events import (
     AnyEvent,
     RunStartedEvent,
     Status,
     StatusChangeEvent,
+    UserMessageBlockedEvent,
+    UserMessageCheckedEvent,
+    UserMessageEvent,
     is_llm_step,
 )
 
@@ -24,6 +27,9 @@ class RunState:
     """LLM responses since the current run started: what max_iterations bounds."""
     run_cost: float = 0.0
     """Dollars the model cost since the current run started: what a per-run budget bounds."""
+    unchecked: dict[str, UserMessageEvent] = field(default_factory=dict)
+    """User messages no UserPromptSubmit check has answered yet, by id, in log order. From
+    the log alone, so a check survives a crash and is never run twice once recorded."""
 
     def apply(self, events: Iterable[AnyEvent]) -> RunState:
         for event in events:
@@ -35,7 +41,19 @@ class RunState:
                 self.run_cost = 0.0
             elif is_llm_step(event):
                 self.run_steps += 1
+            elif isinstance(event, UserMessageEvent) and event.needs_prompt_check:
+                self.unchecked[event.id] = event
+            elif isinstance(event, UserMessageCheckedEvent):
+                for message_id in event.message_ids:
+                    self.unchecked.pop(message_id, None)
+            elif isinstance(event, UserMessageBlockedEvent):
+                self.unchecked.pop(event.message_id, None)
             usage = getattr(event, "usage", None)
             if usage is not None:
                 self.run_cost += usage.cost_usd
         return self
+
+
+def unchecked_messages(events: Iterable[AnyEvent]) -> list[UserMessageEvent]:
+    """User messages no UserPromptSubmit check has answered yet, in log order."""
+    return list(RunState().apply(events).unchecked.values())

@@ -17,7 +17,6 @@ from .events import (
     ObservationEvent,
     SystemPromptEvent,
     UserMessageBlockedEvent,
-    UserMessageCheckedEvent,
     UserMessageEvent,
 )
 
@@ -28,10 +27,6 @@ LLM_EVENT_TYPES = (
     ActionEvent,
     ObservationEvent,
 )
-
-HOOK_SENDER_PREFIX = "hook:"
-"""Sender of the messages a Stop hook sends back to the agent: the system's own words, which
-UserPromptSubmit hooks do not check."""
 
 
 def llm_view(events: Iterable[AnyEvent]) -> list[AnyEvent]:
@@ -47,26 +42,6 @@ def llm_view(events: Iterable[AnyEvent]) -> list[AnyEvent]:
         if isinstance(e, LLM_EVENT_TYPES)
         and not (isinstance(e, UserMessageEvent) and e.id in blocked)
     ]
-
-
-def needs_prompt_check(event: AnyEvent) -> bool:
-    """Whether UserPromptSubmit hooks must see this event before the model may: a message
-    from a person or an automation, not one the system wrote for the agent."""
-    return isinstance(event, UserMessageEvent) and not (event.sender or "").startswith(
-        HOOK_SENDER_PREFIX
-    )
-
-
-def unchecked_messages(events: Sequence[AnyEvent]) -> list[UserMessageEvent]:
-    """User messages no UserPromptSubmit check has answered yet, in log order: derived from
-    the log alone, so a check survives a crash and is never run twice once recorded."""
-    checked: set[str] = set()
-    for event in events:
-        if isinstance(event, UserMessageCheckedEvent):
-            checked.update(event.message_ids)
-        elif isinstance(event, UserMessageBlockedEvent):
-            checked.add(event.message_id)
-    return [e for e in events if needs_prompt_check(e) and e.id not in checked]  # type: ignore[misc]
 
 
 def unanswered_actions(events: Sequence[AnyEvent]) -> list[ActionEvent]:

@@ -1,6 +1,6 @@
 """UserPromptSubmit on the worker: the web process stores a person's message at once and runs
 no hook; the runner asks the team's hooks about each user message before the model may read
-it (conversations.view.unchecked_messages says which, from the log alone).
+it (RunState.unchecked says which, from the log alone).
 
 The answer is events for the log: UserMessageCheckedEvent for the messages let through,
 UserMessageBlockedEvent for the first one refused (the View withdraws it and the run ends),

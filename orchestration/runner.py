@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from conversations import store
 from conversations.events import (
+    HOOK_SENDER_PREFIX,
     ActionDecisionEvent,
     ActionEvent,
     ActionStartedEvent,
@@ -34,7 +35,7 @@ from conversations.events import (
     UserMessageEvent,
 )
 from conversations.models import Conversation
-from conversations.view import HOOK_SENDER_PREFIX, unanswered_actions, unchecked_messages
+from conversations.view import unanswered_actions
 from teams.budget import spend_add
 from teams.policies import policy_for_team
 from workspaces.local import workspace_for
@@ -358,7 +359,7 @@ class SliceRunner:
         """Run the team's UserPromptSubmit hooks on every user message not yet checked; False
         when one was blocked (the run ended). Loops until the history the model would read
         holds no unchecked message, since one may arrive while the hooks run."""
-        while pending := unchecked_messages(self.history.events):
+        while pending := list(self.history.state.unchecked.values()):
             check = prompt_check(
                 team_id=self.team_id, conversation_id=self.conversation_id, messages=pending,
                 cwd=self.workspace_root,

@@ -8,7 +8,8 @@ from conversations.events import (
     UserMessageCheckedEvent,
     UserMessageEvent,
 )
-from conversations.view import llm_view, unchecked_messages
+from conversations.projections import unchecked_messages
+from conversations.view import llm_view
 from orchestration.messages import messages_from_events
 
 SYSTEM = SystemPromptEvent(content="be useful")
