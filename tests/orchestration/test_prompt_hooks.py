@@ -209,3 +209,25 @@ def test_a_cached_history_rebuilds_its_messages_when_a_message_is_blocked(
     history = history_refresh(str(conversation.pk))
     assert "forbidden" not in json.dumps(history.messages)
     assert [m["role"] for m in history.messages] == ["system"]
+
+
+def test_checks_are_read_from_the_log_so_a_new_process_never_repeats_one(
+    user, team, dispatched, settings
+) -> None:
+    import orchestration.history
+
+    settings.CANVAS_SLICE_STEPS = 1
+    guard(user, team, "cat >> prompt-calls.jsonl; echo >> prompt-calls.jsonl")
+    created = send(
+        client_for(user), "post", "/api/conversations",
+        {"prompt": script(THINK, THINK), "model": "scripted"},
+    )  # fmt: skip
+    conversation = Conversation.objects.get(pk=created.json()["id"])
+    llm = RecordingLLM(team.pk)
+    run_one(dispatched, llm)
+    orchestration.history._cache.clear()  # the next slices run in a "fresh worker"
+    drive(dispatched, llm)
+    assert status_of(conversation.pk) == "finished" and len(llm.requests) == 3
+    lines = (Path(conversation.workspace_path) / "prompt-calls.jsonl").read_text().splitlines()
+    calls = [json.loads(line) for line in lines if line.strip()]
+    assert len(calls) == 1  # the prompt was checked once, by the first slice
