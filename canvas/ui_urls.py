@@ -1,9 +1,13 @@
 """The browser UI's pages and htmx endpoints."""
 
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import path, register_converter
+
+from common.inputs import PathSegment
 
 from . import approval_views, hook_views, team_views, views
+
+register_converter(PathSegment, "segment")
 
 urlpatterns = [
     path(
@@ -62,12 +66,12 @@ urlpatterns = [
     path("tokens/<int:token_id>/revoke", team_views.token_revoke, name="token-revoke"),
     # Approval cards, run control and the "Needs approval" page (canvas.approval_views).
     path(
-        "conversations/<uuid:conversation_id>/actions/<str:action_id>/approve",
+        "conversations/<uuid:conversation_id>/actions/<segment:action_id>/approve",
         approval_views.action_approve,
         name="action-approve",
     ),
     path(
-        "conversations/<uuid:conversation_id>/actions/<str:action_id>/reject",
+        "conversations/<uuid:conversation_id>/actions/<segment:action_id>/reject",
         approval_views.action_reject,
         name="action-reject",
     ),

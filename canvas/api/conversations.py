@@ -8,9 +8,9 @@ from typing import Any, Literal
 
 from django.http import HttpRequest
 from ninja import Router, Schema, Status
-from ninja.errors import HttpError
 from pydantic import Field
 
+from common.inputs import Id, Int, Key, Money, Offset, Text
 from conversations import store
 from conversations.models import Conversation
 from orchestration import approvals, services
@@ -23,23 +23,24 @@ MAX_PAGE = 1000
 
 
 class ConversationIn(Schema):
-    prompt: str = Field(min_length=1, max_length=services.MAX_PROMPT_CHARS)
-    model: str = Field(default="demo", min_length=1, max_length=200)
-    workspace: str | None = Field(
+    prompt: Text(services.MAX_PROMPT_CHARS, min_length=1)
+    model: Text(200, min_length=1) = "demo"
+    workspace: Text(1000) | None = Field(
         default=None,
-        max_length=1000,
         description="A folder name in the team's workspace area (letters, digits, '.', '_', '-';"
         " at most 100 characters); default: the conversation's id. Naming a folder a teammate's"
         " conversation uses shares it.",
     )
-    title: str | None = Field(default=None, max_length=200)
-    max_iterations: int | None = Field(default=None, ge=1, le=10_000)
-    team: int | None = Field(default=None, description="Team id; default: your default team.")
+    title: Text(200) | None = None
+    max_iterations: Int(ge=1, le=10_000) | None = None
+    team: Id | None = Field(default=None, description="Team id; default: your default team.")
     # Optional limits: they may tighten the team's policy, never loosen it (400 if they would).
     confirmation_mode: Literal["always", "never", "risky"] | None = None
     risk_threshold: Literal["LOW", "MEDIUM", "HIGH"] | None = None
-    max_cost_usd: float | None = Field(default=None, ge=0, description="Per-run budget, USD.")
-    tools: list[str] | None = Field(default=None, description="Default: all the team allows.")
+    max_cost_usd: Money | None = Field(default=None, description="Per-run budget, USD.")
+    tools: list[Text(100)] | None = Field(
+        default=None, max_length=100, description="Default: all the team allows."
+    )
 
 
 class ConversationOut(Schema):
@@ -61,7 +62,7 @@ class ConversationOut(Schema):
 
 
 class MessageIn(Schema):
-    text: str = Field(min_length=1, max_length=services.MAX_PROMPT_CHARS)
+    text: Text(services.MAX_PROMPT_CHARS, min_length=1)
 
 
 class EventsOut(Schema):
@@ -108,25 +109,23 @@ def conversation_create(request: HttpRequest, body: ConversationIn):
 
 @router.get("", response={200: list[ConversationOut], **ERRORS})
 def conversation_list(
-    request: HttpRequest, team: int | None = None, limit: int = 100, offset: int = 0
+    request: HttpRequest, team: Id | None = None, limit: int = 100, offset: Offset = 0
 ):
     limit = max(1, min(limit, MAX_PAGE))
     rows = conversations_visible_to(request.user, team).order_by("-created_at")
-    rows = rows[max(0, offset) : max(0, offset) + limit]
+    rows = rows[offset : offset + limit]
     return [_out(c) for c in rows]
 
 
 @router.get("/{conversation_id}", response={200: ConversationOut, **ERRORS})
-def conversation_get(request: HttpRequest, conversation_id: str):
+def conversation_get(request: HttpRequest, conversation_id: Key):
     return _out(conversation_for(request.user, conversation_id, Action.VIEW))
 
 
 @router.get("/{conversation_id}/events", response={200: EventsOut, **ERRORS})
 def conversation_events(
-    request: HttpRequest, conversation_id: str, after_seq: int = 0, limit: int = 500
+    request: HttpRequest, conversation_id: Key, after_seq: Offset = 0, limit: int = 500
 ):
-    if after_seq < 0:
-        raise HttpError(400, "after_seq must be >= 0")
     conversation = conversation_for(request.user, conversation_id, Action.VIEW)
     limit = max(1, min(limit, MAX_PAGE))
     events = store.load(conversation.pk, after_seq=after_seq, limit=limit)
@@ -137,7 +136,7 @@ def conversation_events(
 
 
 @router.post("/{conversation_id}/messages", response={201: dict, **ERRORS})
-def conversation_message(request: HttpRequest, conversation_id: str, body: MessageIn):
+def conversation_message(request: HttpRequest, conversation_id: Key, body: MessageIn):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
     seq = services.conversation_post_message(
         conversation_id=conversation.pk, text=body.text, sender=request.user
@@ -149,12 +148,12 @@ def conversation_message(request: HttpRequest, conversation_id: str, body: Messa
 class RunIn(Schema):
     """Optional new per-run limits for this conversation, within the team policy."""
 
-    max_iterations: int | None = Field(default=None, ge=1, le=10_000)
-    max_cost_usd: float | None = Field(default=None, ge=0)
+    max_iterations: Int(ge=1, le=10_000) | None = None
+    max_cost_usd: Money | None = None
 
 
 @router.post("/{conversation_id}/run", response={202: dict, **ERRORS})
-def conversation_run(request: HttpRequest, conversation_id: str, body: RunIn | None = None):
+def conversation_run(request: HttpRequest, conversation_id: Key, body: RunIn | None = None):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
     services.conversation_run(
         conversation_id=conversation.pk, by=request.user,
@@ -165,7 +164,7 @@ def conversation_run(request: HttpRequest, conversation_id: str, body: RunIn | N
 
 
 @router.post("/{conversation_id}/pause", response={200: dict, **ERRORS})
-def conversation_pause(request: HttpRequest, conversation_id: str):
+def conversation_pause(request: HttpRequest, conversation_id: Key):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
     services.conversation_pause(conversation_id=conversation.pk, by=request.user)
     return Status(200, {"status": "paused"})
@@ -182,11 +181,11 @@ class PendingOut(Schema):
 
 
 class RejectIn(Schema):
-    reason: str = Field(default="", max_length=2000)
+    reason: Text(2000) = ""
 
 
 @router.get("/{conversation_id}/pending", response={200: dict, **ERRORS})
-def conversation_pending(request: HttpRequest, conversation_id: str):
+def conversation_pending(request: HttpRequest, conversation_id: Key):
     conversation = conversation_for(request.user, conversation_id, Action.VIEW)
     return {
         "pending": [
@@ -205,14 +204,14 @@ def conversation_pending(request: HttpRequest, conversation_id: str):
 
 
 @router.post("/{conversation_id}/actions/{action_id}/approve", response={200: dict, **ERRORS})
-def action_approve(request: HttpRequest, conversation_id: str, action_id: str):
+def action_approve(request: HttpRequest, conversation_id: Key, action_id: Key):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
     approvals.action_approve(conversation_id=conversation.pk, action_id=action_id, by=request.user)
     return {"decision": "approved", "status": _status(conversation)}
 
 
 @router.post("/{conversation_id}/actions/{action_id}/reject", response={200: dict, **ERRORS})
-def action_reject(request: HttpRequest, conversation_id: str, action_id: str, body: RejectIn):
+def action_reject(request: HttpRequest, conversation_id: Key, action_id: Key, body: RejectIn):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
     approvals.action_reject(
         conversation_id=conversation.pk, action_id=action_id, by=request.user, reason=body.reason
@@ -221,21 +220,21 @@ def action_reject(request: HttpRequest, conversation_id: str, action_id: str, bo
 
 
 @router.post("/{conversation_id}/actions/approve-all", response={200: dict, **ERRORS})
-def actions_approve_all(request: HttpRequest, conversation_id: str):
+def actions_approve_all(request: HttpRequest, conversation_id: Key):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
     count = approvals.actions_approve_all(conversation_id=conversation.pk, by=request.user)
     return {"approved": count, "status": _status(conversation)}
 
 
 @router.post("/{conversation_id}/interrupt", response={200: dict, **ERRORS})
-def conversation_interrupt(request: HttpRequest, conversation_id: str):
+def conversation_interrupt(request: HttpRequest, conversation_id: Key):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
     approvals.conversation_interrupt(conversation_id=conversation.pk, by=request.user)
     return {"status": "paused"}
 
 
 @router.post("/{conversation_id}/resume", response={202: dict, **ERRORS})
-def conversation_resume(request: HttpRequest, conversation_id: str, body: RunIn | None = None):
+def conversation_resume(request: HttpRequest, conversation_id: Key, body: RunIn | None = None):
     return conversation_run(request, conversation_id, body)
 
 

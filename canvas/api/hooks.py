@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Router, Schema, Status
 from pydantic import Field
 
+from common.inputs import Int, Text
 from teams import hooks, notifications
 from teams.models import Hook
 from teams.permissions import Action
@@ -26,27 +27,31 @@ EVENTS_HELP = "One of PreToolUse, PostToolUse, UserPromptSubmit, Stop."
 
 
 class HookIn(Schema):
-    name: str = Field(description="Letters, digits and _ . -; unique in the team.")
-    event: str = Field(description=EVENTS_HELP)
-    command: str = Field(description="Run with bash; reads the event as JSON on stdin.")
-    matcher: str = Field(default="", description="Regex on the tool name; empty: all tools.")
-    timeout_seconds: int = Field(default=hooks.DEFAULT_TIMEOUT_SECONDS, description="1 to 300.")
+    name: Text(64) = Field(description="Letters, digits and _ . -; unique in the team.")
+    event: Text(32) = Field(description=EVENTS_HELP)
+    command: Text(hooks.MAX_COMMAND_CHARS) = Field(
+        description="Run with bash; reads the event as JSON on stdin."
+    )
+    matcher: Text(hooks.MAX_MATCHER_CHARS) = Field(
+        default="", description="Regex on the tool name; empty: all tools."
+    )
+    timeout_seconds: Int() = Field(default=hooks.DEFAULT_TIMEOUT_SECONDS, description="1 to 300.")
     fail_closed: bool = Field(default=False, description="Block the step if the hook breaks.")
     enabled: bool = True
-    position: int | None = Field(default=None, description="Run order; default: last.")
+    position: Int() | None = Field(default=None, description="Run order; default: last.")
 
 
 class HookUpdateIn(Schema):
     """Fields to change; a field left out (or null) keeps its value."""
 
-    name: str | None = None
-    event: str | None = Field(default=None, description=EVENTS_HELP)
-    command: str | None = None
-    matcher: str | None = None
-    timeout_seconds: int | None = None
+    name: Text(64) | None = None
+    event: Text(32) | None = Field(default=None, description=EVENTS_HELP)
+    command: Text(hooks.MAX_COMMAND_CHARS) | None = None
+    matcher: Text(hooks.MAX_MATCHER_CHARS) | None = None
+    timeout_seconds: Int() | None = None
     fail_closed: bool | None = None
     enabled: bool | None = None
-    position: int | None = None
+    position: Int() | None = None
 
 
 class HookOut(Schema):
@@ -64,7 +69,9 @@ class HookOut(Schema):
 
 
 class NotificationIn(Schema):
-    url: str = Field(description="http(s) URL the notifications are POSTed to.")
+    url: Text(notifications.MAX_URL_CHARS) = Field(
+        description="http(s) URL the notifications are POSTed to."
+    )
     regenerate_secret: bool = Field(
         default=False, description="Make a new signing secret (the old one stops working)."
     )

@@ -10,6 +10,7 @@ from django.http import HttpRequest
 from ninja import Router, Schema, Status
 from pydantic import Field
 
+from common.inputs import Int, Key, MoneyDecimal, Text
 from teams import profiles
 from teams.models import ModelProfile, Policy
 from teams.permissions import Action
@@ -26,14 +27,14 @@ class PolicyIn(Schema):
 
     confirmation_mode: Literal["always", "never", "risky"] = "risky"
     risk_threshold: Literal["LOW", "MEDIUM", "HIGH"] = "HIGH"
-    allowed_tools: list[str] = Field(default_factory=list, description="Empty: all tools.")
-    allowed_agent_kinds: list[str] = Field(
+    allowed_tools: list[Text(100)] = Field(default_factory=list, description="Empty: all tools.")
+    allowed_agent_kinds: list[Text(100)] = Field(
         default_factory=list, description="native, acp:NAME; empty: all kinds."
     )
     max_iterations_per_run: int | None = Field(default=None, ge=1, le=10_000)
-    max_cost_per_run_usd: Decimal | None = Field(default=None, ge=0)
-    max_cost_per_month_usd: Decimal | None = Field(default=None, ge=0)
-    max_concurrent_runs: int | None = Field(default=None, ge=1)
+    max_cost_per_run_usd: MoneyDecimal | None = None
+    max_cost_per_month_usd: MoneyDecimal | None = None
+    max_concurrent_runs: Int(ge=1) | None = None
     network: Literal["none", "host"] = Field(
         default="none",
         description=(
@@ -65,17 +66,17 @@ class PolicyOut(Schema):
 
 
 class ProfileFields(Schema):
-    model: str = Field(min_length=1, max_length=200, description="LiteLLM model id.")
-    api_base: str = Field(default="", max_length=200)
-    api_key_secret: str = Field(
-        default="", max_length=64, description="Name of the team secret holding the API key."
+    model: Text(200, min_length=1) = Field(description="LiteLLM model id.")
+    api_base: Text(200) = ""
+    api_key_secret: Text(64) = Field(
+        default="", description="Name of the team secret holding the API key."
     )
-    max_input_tokens: int | None = Field(default=None, ge=1)
+    max_input_tokens: Int(ge=1) | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
 
 
 class ProfileIn(ProfileFields):
-    name: str = Field(min_length=1, max_length=100)
+    name: Text(100, min_length=1)
 
 
 class ProfileOut(ProfileIn):
@@ -134,14 +135,14 @@ def profile_create(request: HttpRequest, team_id: int, body: ProfileIn):
 
 
 @router.put("/{team_id}/profiles/{path:name}", response={200: ProfileOut, **ERRORS})
-def profile_update(request: HttpRequest, team_id: int, name: str, body: ProfileFields):
+def profile_update(request: HttpRequest, team_id: int, name: Key, body: ProfileFields):
     team = team_get_for(request.user, team_id, Action.ADMINISTER)
     profile = profiles.profile_update(by=request.user, team=team, name=name, **body.model_dump())
     return _profile(profile)
 
 
 @router.delete("/{team_id}/profiles/{path:name}", response={204: None, **ERRORS})
-def profile_delete(request: HttpRequest, team_id: int, name: str):
+def profile_delete(request: HttpRequest, team_id: int, name: Key):
     team = team_get_for(request.user, team_id, Action.ADMINISTER)
     profiles.profile_delete(by=request.user, team=team, name=name)
     return Status(204, None)

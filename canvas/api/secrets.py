@@ -9,8 +9,9 @@ from datetime import datetime
 
 from django.http import HttpRequest
 from ninja import Router, Schema, Status
-from pydantic import Field, SecretStr
+from pydantic import Field
 
+from common.inputs import Key, SecretText, Text
 from teams import secrets
 from teams.models import Secret
 from teams.permissions import Action
@@ -23,14 +24,19 @@ router = Router(tags=["secrets"])
 
 # SecretStr keeps the value out of reprs, so a logged or echoed request body shows "**********".
 class SecretIn(Schema):
-    name: str = Field(description="An environment-variable name, e.g. API_KEY.")
-    value: SecretStr = Field(description="Write-only; never returned.")
-    description: str = ""
+    name: Text(200) = Field(description="An environment-variable name, e.g. API_KEY.")
+    # Bounds only the request: the service's own limit is in bytes, and it says so.
+    value: SecretText(2 * secrets.MAX_VALUE_BYTES) = Field(
+        description="Write-only; never returned."
+    )
+    description: Text(secrets.MAX_DESCRIPTION_CHARS) = ""
 
 
 class SecretUpdateIn(Schema):
-    value: SecretStr | None = Field(default=None, description="Write-only; omit to keep.")
-    description: str | None = None
+    value: SecretText(2 * secrets.MAX_VALUE_BYTES) | None = Field(
+        default=None, description="Write-only; omit to keep."
+    )
+    description: Text(secrets.MAX_DESCRIPTION_CHARS) | None = None
 
 
 class SecretOut(Schema):
@@ -71,7 +77,7 @@ def secret_list(request: HttpRequest, team_id: int):
 
 
 @router.put("/{team_id}/secrets/{name}", response={200: SecretOut, **ERRORS})
-def secret_update(request: HttpRequest, team_id: int, name: str, body: SecretUpdateIn):
+def secret_update(request: HttpRequest, team_id: int, name: Key, body: SecretUpdateIn):
     team = team_get_for(request.user, team_id, Action.ADMINISTER)
     secret = secrets.secret_update(
         by=request.user, team=team, name=name,
@@ -82,7 +88,7 @@ def secret_update(request: HttpRequest, team_id: int, name: str, body: SecretUpd
 
 
 @router.delete("/{team_id}/secrets/{name}", response={204: None, **ERRORS})
-def secret_delete(request: HttpRequest, team_id: int, name: str):
+def secret_delete(request: HttpRequest, team_id: int, name: Key):
     team = team_get_for(request.user, team_id, Action.ADMINISTER)
     secrets.secret_delete(by=request.user, team=team, name=name)
     return Status(204, None)

@@ -8,6 +8,7 @@ from django.http import HttpRequest
 from ninja import Router, Schema, Status
 from pydantic import Field
 
+from common.inputs import Key, Offset, Text
 from teams import services
 from teams.audit import audit_records
 from teams.models import Membership, TeamInvitation
@@ -20,7 +21,7 @@ AUDIT_PAGE = 500
 
 
 class TeamIn(Schema):
-    name: str = Field(min_length=1, max_length=100)
+    name: Text(100, min_length=1)
 
 
 class TeamOut(Schema):
@@ -30,8 +31,8 @@ class TeamOut(Schema):
 
 
 class InvitationIn(Schema):
-    username: str = Field(min_length=1, max_length=254, description="Username or email.")
-    role: str = Field(default="member", description="owner, admin, member or viewer")
+    username: Text(254, min_length=1) = Field(description="Username or email.")
+    role: Text(20) = Field(default="member", description="owner, admin, member or viewer")
 
 
 class InvitationOut(Schema):
@@ -45,7 +46,7 @@ class InvitationOut(Schema):
 
 
 class RoleIn(Schema):
-    role: str
+    role: Text(20)
 
 
 class MemberOut(Schema):
@@ -124,7 +125,7 @@ def invitation_cancel(request: HttpRequest, team_id: int, invitation_id: int):
 
 
 @router.patch("/{team_id}/members/{username}", response={200: MemberOut, **ERRORS})
-def member_set_role(request: HttpRequest, team_id: int, username: str, body: RoleIn):
+def member_set_role(request: HttpRequest, team_id: int, username: Key, body: RoleIn):
     team = services.team_get_for(request.user, team_id, Action.ADMINISTER)
     membership = services.member_set_role(
         by=request.user, team=team, username=username, role=body.role
@@ -133,7 +134,7 @@ def member_set_role(request: HttpRequest, team_id: int, username: str, body: Rol
 
 
 @router.delete("/{team_id}/members/{username}", response={204: None, **ERRORS})
-def member_remove(request: HttpRequest, team_id: int, username: str):
+def member_remove(request: HttpRequest, team_id: int, username: Key):
     # Anyone may leave a team; removing someone else needs admin rights (checked inside).
     action = Action.VIEW if username == request.user.get_username() else Action.ADMINISTER
     team = services.team_get_for(request.user, team_id, action)
@@ -145,10 +146,10 @@ def member_remove(request: HttpRequest, team_id: int, username: str):
 def audit_list(
     request: HttpRequest,
     team_id: int,
-    actor: str | None = None,
-    kind: str | None = None,
+    actor: Key | None = None,
+    kind: Key | None = None,
     limit: int = 100,
-    offset: int = 0,
+    offset: Offset = 0,
 ):
     team = services.team_get_for(request.user, team_id, Action.ADMINISTER)
     rows = audit_records(team, actor=actor, kind=kind, kind_prefix=True)
@@ -162,5 +163,5 @@ def audit_list(
             "target": r.target,
             "data": r.data,
         }  # fmt: skip
-        for r in rows[max(0, offset) : max(0, offset) + limit]
+        for r in rows[offset : offset + limit]
     ]

@@ -9,6 +9,7 @@ from django.utils import timezone
 from ninja import Router, Schema, Status
 from pydantic import Field
 
+from common.inputs import Text
 from teams.models import ApiToken
 from teams.tokens import api_token_create, api_token_revoke
 
@@ -18,7 +19,7 @@ router = Router(tags=["tokens"])
 
 
 class TokenIn(Schema):
-    name: str = Field(min_length=1, max_length=100)
+    name: Text(100, min_length=1)
     expires_in_days: int | None = Field(default=None, ge=1, le=3650)
 
 
