@@ -290,6 +290,8 @@ LOGGING = {
     "loggers": {
         "LiteLLM": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        # axes logs every login at INFO; lock-outs are in the audit log (teams/throttle.py).
+        "axes": {"level": "WARNING"},
         "celery": {"level": os.environ.get("CELERY_LOG_LEVEL", "WARNING")},
     },
 }

@@ -229,7 +229,7 @@ async def test_viewer_watches_the_live_feed_without_controls(viewer, user, team)
     communicator = WebsocketCommunicator(
         application,
         f"/ws/ui/conversations/{conversation.pk}/",
-        headers=[(b"cookie", cookie), (b"origin", b"http://testserver")],
+        headers=[(b"cookie", cookie), (b"origin", b"http://testserver"), (b"host", b"testserver")],
     )
     connected, _ = await communicator.connect()
     assert connected
