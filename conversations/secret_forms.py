@@ -1,7 +1,9 @@
 """The shapes one secret value takes in text, each as a regex fragment.
 
-A command can print a secret plainly or encoded: JSON-escaped, URL-encoded, hex, base64. The
-redactor (redaction.py) joins these fragments into one pattern. Pure: no ORM, no Django.
+A command can print a secret plainly or encoded: JSON-escaped, URL-encoded, HTML-escaped (each
+escaper's quote entities, non-ASCII as itself or as &#NNN;), inside a Python repr() or ascii()
+of the str or of its UTF-8 bytes (\\xe9, \\u20ac, \\U0001f600), hex, base64. The redactor
+(redaction.py) joins these fragments into one pattern. Pure: no ORM, no Django.
 
 Base64 at every byte offset. Encoding groups 3 bytes into 4 characters of 6 bits, so a secret
 embedded in a longer byte string encodes differently depending on where it starts within a
@@ -22,6 +24,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import quote, quote_plus
 
@@ -31,6 +34,10 @@ that ordinary base64 or hex text contains by chance, so matching them would scra
 output while protecting almost nothing: a value this short is guessable anyway. The plain value
 is still replaced everywhere, even at the cost of false positives (a leak is worse)."""
 
+MIN_SHARED_ANCHOR = 6
+"""The escaped forms share an anchor, a run of the value they all copy, when it is at least
+this long; otherwise each form is its own anchor (a short one would pass almost any text)."""
+
 WRAP_TOLERANT_MAX_BYTES = 4096
 """Above this size base64 fragments match unwrapped text only: a line-break group between every
 character would make the pattern for a large key file megabytes long."""
@@ -38,7 +45,21 @@ character would make the pattern for a large key file megabytes long."""
 _STD = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 _URLSAFE_SWAP = {"+": "-", "/": "_"}
 _LINE_BREAK = r"(?:\r?\n)?"
-_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}|\\(?:x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})")
+_HTML_QUOTES = (
+    ('"', "'"),  # html.escape(quote=False), XML text
+    ("&quot;", "&#x27;"),  # Python's html.escape, Django
+    ("&#34;", "&#39;"),  # MarkupSafe (Jinja2, Flask)
+    ("&quot;", "&#39;"),  # older Django, Ruby
+    ("&quot;", "&#039;"),  # PHP htmlspecialchars
+    ("&quot;", "&apos;"),  # XML, PHP with ENT_HTML5
+    ("&quot;", "'"),  # XML attribute quoting (saxutils.quoteattr, ElementTree)
+)
+"""How escapers write the double and the single quote."""
+_ESCAPED_SOMEWHERE = re.compile(r"[^\x20-\x7e]|[\"'&<>\\]")
+"""Characters some HTML or Python escaper rewrites: everything else is printable ASCII that
+all of them copy."""
+_PY_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _ANCHOR_MAP = str.maketrans({"-": "+", "_": "/", "\r": None, "\n": None})
 
 
@@ -78,18 +99,73 @@ def secret_forms(value: str) -> list[SecretForm]:
     ):
         if text not in seen:
             seen.add(text)
-            forms.append(SecretForm(_percent_any_case(text), len(text), anchor_text(text)))
+            forms.append(SecretForm(_escapes_any_case(text), len(text), anchor_text(text)))
+    # Up to 20 more forms that differ only where quotes, &, <, >, \ or non-ASCII were; one
+    # shared anchor keeps the redactor's pre-check as short as before.
+    shared = _verbatim_run(value)
+    for text in (*_markup(value), *_python_escapes(value)):
+        if text not in seen:
+            seen.add(text)
+            anchor = anchor_text(shared if len(shared) >= MIN_SHARED_ANCHOR else text)
+            forms.append(SecretForm(_escapes_any_case(text), len(text), anchor))
     forms.append(SecretForm(f"(?i:{raw.hex()})", 2 * len(raw), raw.hex()))
     forms.extend(_base64_form(raw, offset) for offset in range(3))
     return forms
 
 
-def _percent_any_case(text: str) -> str:
-    """Literal text whose %XX escapes match in either case (encoders disagree on it)."""
+def _verbatim_run(value: str) -> str:
+    """The longest run of the value that every HTML and Python escaper leaves as it is."""
+    return max(_ESCAPED_SOMEWHERE.split(value), key=len)
+
+
+def _markup(value: str) -> Iterator[str]:
+    """The value as HTML or XML escapers write it: & < > always, quotes each escaper its own
+    way, non-ASCII as itself or as decimal character references."""
+    base = value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    for double, single in _HTML_QUOTES:
+        text = base.replace('"', double).replace("'", single)
+        yield text
+        yield text.encode("ascii", "xmlcharrefreplace").decode("ascii")
+
+
+def _python_escapes(value: str) -> Iterator[str]:
+    """The value inside a Python repr() or ascii() of a str or of its UTF-8 bytes, with the
+    single quote escaped (a repr holding both quotes) or not."""
+    raw = value.encode("utf-8")
+    for escape_quote in (False, True):
+        yield _py_str(value, ascii_only=True, escape_quote=escape_quote)
+        yield _py_str(value, ascii_only=False, escape_quote=escape_quote)
+        yield "".join(_py_char(chr(b), escape_quote, True) for b in raw)
+
+
+def _py_str(value: str, *, ascii_only: bool, escape_quote: bool) -> str:
+    return "".join(_py_char(c, escape_quote, ascii_only) for c in value)
+
+
+def _py_char(c: str, escape_quote: bool, ascii_only: bool) -> str:
+    """One character as CPython's repr writes it (unicode_repr / bytes_repr)."""
+    if c == "\\" or (c == "'" and escape_quote):
+        return "\\" + c
+    if c in _PY_NAMED:
+        return _PY_NAMED[c]
+    code = ord(c)
+    if code < 0x20 or code == 0x7F or (code > 0x7F and (ascii_only or not c.isprintable())):
+        if code <= 0xFF:
+            return f"\\x{code:02x}"
+        return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+    return c
+
+
+def _escapes_any_case(text: str) -> str:
+    """Literal text whose %XX, \\xXX, \\uXXXX and \\UXXXXXXXX escapes match in either case
+    (encoders disagree on it)."""
     out, pos = [], 0
-    for match in _PERCENT.finditer(text):
+    for match in _ESCAPE.finditer(text):
         out.append(re.escape(text[pos : match.start()]))
-        out.append("%" + "".join(_any_case(c) for c in match.group()[1:]))
+        head, digits = match.group()[0], match.group()[1:]
+        if head == "\\":
+            head, digits = "\\\\" + digits[0], digits[1:]
+        out.append(head + "".join(_any_case(c) for c in digits))
         pos = match.end()
     out.append(re.escape(text[pos:]))
     return "".join(out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import html
 import json
 import re
 from typing import Any
@@ -41,6 +42,9 @@ def leaks(text: str, value: str) -> list[str]:
         "quote": quote(value),
         "quote-all": quote(value, safe=""),
         "quote-plus": quote_plus(value),
+        "html": html.escape(value),
+        "ascii": ascii(value)[1:-1],
+        "bytes-repr": repr(value.encode())[2:-1],
     }
     found = [label for label, form in forms.items() if form in text]
     folded = text.casefold()

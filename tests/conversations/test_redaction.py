@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import base64
+import html
 import json
 import random
 import re
+import xml.sax.saxutils
 from urllib.parse import quote, quote_plus
 
+import markupsafe
 import pytest
 
 from conversations import redaction
@@ -20,7 +23,7 @@ from conversations.events import (
     event_to_payload,
 )
 from conversations.redaction import Redactor, StreamRedactor, redactor_for_team
-from conversations.secret_forms import WRAP_TOLERANT_MAX_BYTES
+from conversations.secret_forms import WRAP_TOLERANT_MAX_BYTES, secret_forms
 from tests.leaks import base64_recoverable
 
 SECRET = 'tok_9fA2"qu\\ote+sl/ash&eq=é~Z'
@@ -233,3 +236,58 @@ def test_no_source_means_no_redaction() -> None:
         assert redactor_for_team(1, 5) is None
     finally:
         redaction.register_secret_source(previous)
+
+
+# -- HTML entities and Python escapes --------------------------------------------------------
+
+MARKUP = "p\"a&s<s'é€>😀"
+"""Quotes, &, <, > and non-ASCII from the Latin-1, BMP and astral planes."""
+
+
+def _py_bytes(value: str) -> str:
+    return repr(value.encode())[2:-1]
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        html.escape,  # &quot; &#x27; (Django's escape too)
+        lambda v: html.escape(v, quote=False),
+        lambda v: str(markupsafe.escape(v)),  # &#34; &#39; (Jinja2)
+        lambda v: html.escape(v).replace("&#x27;", "&#39;"),
+        lambda v: html.escape(v).replace("&#x27;", "&#039;"),  # PHP htmlspecialchars
+        lambda v: html.escape(v).replace("&#x27;", "&apos;"),
+        lambda v: xml.sax.saxutils.quoteattr(v)[1:-1],
+        lambda v: html.escape(v).encode("ascii", "xmlcharrefreplace").decode(),
+        lambda v: ascii(v)[1:-1],
+        lambda v: repr(v)[1:-1],
+        lambda v: ascii(v + "'\"")[1:-4],  # inside a repr that escapes the single quote
+        lambda v: v.encode("unicode_escape").decode(),
+        lambda v: re.sub(r"\\([xuU])([0-9a-f]+)", lambda m: f"\\{m[1]}{m[2].upper()}", ascii(v)[1:-1]),
+        _py_bytes,
+        lambda v: repr(v.encode() + b"'\"")[2:-4],
+    ],
+    ids=[
+        "html", "html-noquote", "markupsafe", "html-39", "html-039", "html-apos", "quoteattr",
+        "html-charref", "ascii", "repr", "repr-both-quotes", "unicode_escape", "ascii-HEX",
+        "bytes", "bytes-both-quotes",
+    ],
+)  # fmt: skip
+def test_markup_and_python_escapes(encode) -> None:
+    encoded = encode(MARKUP)
+    assert encoded != MARKUP
+    redacted = Redactor({"K": MARKUP}).redact(f"<td>{encoded}</td>")
+    assert redacted == "<td><secret:K></td>", (encoded, redacted)
+
+
+@pytest.mark.parametrize(
+    "value", ['tok_9fA2"qu\\ote', "tab\there", "bell\x07\x7f", "ünï\u200bcode"]
+)
+def test_python_escapes_match_what_python_writes(value) -> None:
+    redactor = Redactor({"K": value})
+    for text in (ascii(value)[1:-1], repr(value)[1:-1], _py_bytes(value)):
+        assert redactor.redact(f"[{text}]") == "[<secret:K>]", text
+
+
+def test_a_value_no_escaper_changes_gets_no_extra_forms() -> None:
+    assert len(secret_forms("abcdefgh1234")) == 5  # itself, hex and base64 at 3 offsets

@@ -2,7 +2,7 @@
 
 A scripted conversation runs in-process (slices driven by hand) and prints the secret plainly,
 split across output chunks at every split point, base64 (both alphabets, every offset),
-URL-encoded, JSON-encoded and hex. Then every place it could surface is searched: the event
+URL-encoded, JSON-encoded, hex, HTML-escaped and in Python reprs. Then every place it could surface is searched: the event
 table, the Redis test database and its pub/sub traffic, what the store handed to the
 broadcaster, websocket frames, the API, and the logs.
 """
@@ -54,6 +54,10 @@ JSON_PY = (
     "import json, sys; v = sys.argv[1]; "
     "print(json.dumps(v)); print(json.dumps(v, ensure_ascii=False)); print(json.dumps({'k': v}))"
 )
+MARKUP_PY = (
+    "import html, sys; v = sys.argv[1]; "
+    "print(html.escape(v)); print(ascii(v)); print(repr(v.encode())); print(repr(v + chr(39)))"
+)
 COMMANDS = [
     "echo $MY_TOKEN",
     # Two reads of the output per line: the secret split at every character.
@@ -64,6 +68,7 @@ COMMANDS = [
     f'python3 -c "{B64_PY}" "$MY_TOKEN"',
     f'python3 -c "{URL_PY}" "$MY_TOKEN"',
     f'python3 -c "{JSON_PY}" "$MY_TOKEN"',
+    f'python3 -c "{MARKUP_PY}" "$MY_TOKEN"',
     'printf "%s" "$MY_TOKEN" | od -An -tx1 | tr -d " \\n"; echo',
     'echo "failed with ${MY_TOKEN}" >&2; exit 3',
 ]
