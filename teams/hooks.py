@@ -51,7 +51,7 @@ def _whole(value: Any, field: str, low: int, high: int) -> int:
 
 def _clean_one(key: str, value: Any) -> Any:
     if key == "name":
-        if not isinstance(value, str) or not HOOK_NAME.match(value):
+        if not isinstance(value, str) or not HOOK_NAME.fullmatch(value):
             raise InvalidInput(
                 "a hook name is 1-64 letters, digits and _ . -, starting with a letter or digit."
             )

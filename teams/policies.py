@@ -265,7 +265,7 @@ def _names(value: Any, field: str, pattern: re.Pattern[str]) -> list[str]:
         return []
     if isinstance(value, str) or not isinstance(value, list | tuple):
         raise InvalidInput(f"{field} must be a list of names.")
-    bad = [v for v in value if not isinstance(v, str) or not pattern.match(v)]
+    bad = [v for v in value if not isinstance(v, str) or not pattern.fullmatch(v)]
     if bad:
         raise InvalidInput(f"{field} has invalid entries: {', '.join(map(repr, bad))}.")
     return list(dict.fromkeys(value))

@@ -44,7 +44,7 @@ def _require_admin(by, team: Team) -> None:
 
 
 def _clean_name(name: Any) -> str:
-    if not isinstance(name, str) or not PROFILE_NAME.match(name):
+    if not isinstance(name, str) or not PROFILE_NAME.fullmatch(name):
         raise InvalidInput(
             "a profile name is 1-100 letters, digits and _ . : / -, starting with a letter "
             "or digit."

@@ -101,7 +101,6 @@ def secret_update(
         raise InvalidInput("give a new value, a new description or both.")
     if value is not None:
         validate_value(value)
-        secret_values.remember({name: value})
     if description is not None:
         _check_description(description)
     with transaction.atomic():
@@ -110,6 +109,9 @@ def secret_update(
             raise NotFound(f"no secret named {name}.")
         changed = []
         if value is not None:
+            # Only once the secret exists: a value sent for no secret must not start
+            # redacting this process's logs.
+            secret_values.remember({name: value})
             secret.ciphertext = crypto.encrypt(value)
             changed.append("value")
         if description is not None and description != secret.description:

@@ -84,6 +84,7 @@ def test_hooks_run_in_position_order_and_only_enabled_ones_of_the_event_are_spec
         ({"event": "BeforeLunch"}, "event must be one of PreToolUse"),
         ({"command": "   "}, "command must not be empty"),
         ({"name": "has space"}, "a hook name is"),
+        ({"name": "trailing-newline\n"}, "a hook name is"),
         ({"fail_closed": "yes"}, "true or false"),
     ],
 )

@@ -152,3 +152,12 @@ def test_another_teams_secrets_are_not_found(user, other_user, url) -> None:
     assert send(mallory, "put", f"{url}/API_KEY", {"value": "x" * 10}).status_code == 404
     assert mallory.delete(f"{url}/API_KEY").status_code == 404
     assert Client().get(url).status_code == 401
+
+
+def test_a_value_sent_for_no_secret_is_not_remembered_for_log_redaction(api, url) -> None:
+    from common import secret_values
+
+    stray = "stray-value-for-no-secret"
+    response = send(api, "put", f"{url}/NO_SUCH_SECRET", {"value": stray})
+    assert response.status_code == 404
+    assert stray not in {value for _name, value in secret_values.known()[1]}
