@@ -131,11 +131,12 @@ def setup_django(extra_env: dict[str, str] | None = None, *, migrate: bool = Tru
 @contextlib.contextmanager
 def captured_enqueues() -> Iterator[list[tuple[str, str]]]:
     """Capture the next-slice enqueues (services and runner) instead of sending them."""
-    import orchestration.runner
+    import orchestration.lease
     import orchestration.services
+    import orchestration.sweep
 
     sent: list[tuple[str, str]] = []
-    modules = (orchestration.runner, orchestration.services)
+    modules = (orchestration.lease, orchestration.sweep, orchestration.services)
     originals = [m.enqueue_slice_on_commit for m in modules]
 
     def capture(conversation_id: Any, slice_id: str, **routing: Any) -> None:

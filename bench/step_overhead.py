@@ -202,7 +202,7 @@ class Phases:
         ("refresh", "orchestration.runner", None, "history_refresh"),
         ("tool", "orchestration.runner", None, "execute_action"),
         ("claim", "orchestration.runner", None, "lease_claim"),
-        ("release", "orchestration.runner", None, "_release"),
+        ("release", "orchestration.runner", None, "release"),
     )
 
     def __init__(self) -> None:

@@ -11,14 +11,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from contextlib import nullcontext
-from datetime import timedelta
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
-from django.db.models import Q
-from django.utils import timezone
+from django.db import close_old_connections, transaction
 
 from conversations import store
 from conversations.events import (
@@ -42,11 +38,11 @@ from workspaces.local import workspace_for
 from workspaces.sandbox import UNSANDBOXED_SETTING, commands_unsandboxed
 
 from . import hook_points
-from .admission import QUEUE_RETRY_SECONDS, admitted_runs, lock_team, note_queued
 from .agent import AgentConfig
 from .confirmation import assess, needs_confirmation, parse_arguments
-from .dispatch import enqueue_slice_on_commit, new_slice_id, send_slice
+from .heartbeat import Heartbeat
 from .history import History, history_refresh
+from .lease import lease_claim, release
 from .limits import LIMIT_REASONS, limit_reached, run_limits, tool_refused
 from .llm import LiteLLMClient, LLMClient, LLMError
 from .loop import (
@@ -76,108 +72,6 @@ UNSANDBOXED_MESSAGE = (
 NOTIFY_STATUSES = frozenset(
     {Status.WAITING_FOR_CONFIRMATION, Status.FINISHED, Status.ERROR, Status.STUCK}
 )
-
-
-def _lease_ttl() -> timedelta:
-    return timedelta(seconds=settings.CANVAS_LEASE_SECONDS)
-
-
-def lease_claim(conversation_id: str, slice_id: str) -> str | float | None:
-    """Claim the run for this slice.
-
-    Returns the lease token when claimed; the seconds to wait when this slice is current but
-    another runner still holds a live lease (a redelivery racing its original), or when the
-    team is at its limit of concurrent runs (the run is queued, with one notice in its log);
-    None when there is nothing to do here: the slice is stale, the conversation is not
-    running, or it is pinned to another host (the slice is forwarded to that host's queue).
-    """
-    row = (
-        Conversation.objects.filter(pk=conversation_id)
-        .values(
-            "run_slice", "status", "lease_token", "lease_expires_at", "worker_host", "team_id",
-            "run_steps",
-        )
-        .first()
-    )  # fmt: skip
-    if row is None or row["run_slice"] != slice_id or row["status"] != Status.RUNNING:
-        return None
-    here = settings.CANVAS_WORKER_HOST
-    if settings.CANVAS_PIN_TO_HOST and row["worker_host"] and row["worker_host"] != here:
-        send_slice(conversation_id, slice_id, worker_host=row["worker_host"])
-        return None
-    limit = policy_for_team(row["team_id"]).max_concurrent_runs
-    if limit is None or row["run_steps"] > 0:  # no limit, or this run already holds a place
-        return _claim(conversation_id, slice_id, row)
-    with transaction.atomic():
-        team_name = lock_team(row["team_id"])
-        if admitted_runs(row["team_id"], excluding=conversation_id) >= limit:
-            note_queued(conversation_id, team_name, limit)
-            return QUEUE_RETRY_SECONDS
-        return _claim(conversation_id, slice_id, row)
-
-
-def _claim(conversation_id: str, slice_id: str, row: dict) -> str | float | None:
-    now = timezone.now()
-    here = settings.CANVAS_WORKER_HOST
-    token = uuid.uuid4().hex
-    claimed = (
-        Conversation.objects.filter(pk=conversation_id, run_slice=slice_id, status=Status.RUNNING)
-        .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lt=now))
-        .update(
-            lease_token=token,
-            lease_expires_at=now + _lease_ttl(),
-            worker_host=row["worker_host"] or (here if settings.CANVAS_PIN_TO_HOST else ""),
-        )
-    )
-    if claimed:
-        return token
-    if row["lease_expires_at"] is not None and row["lease_expires_at"] >= now:
-        return max(0.5, (row["lease_expires_at"] - now).total_seconds() + 0.1)
-    return None
-
-
-class _Heartbeat:
-    """Renews the lease in the background so a long tool call does not lose it, and watches
-    for an Interrupt so the LLM call or command in flight can be abandoned within a second."""
-
-    POLL_SECONDS = 0.25
-
-    def __init__(self, conversation_id: str, token: str) -> None:
-        self.conversation_id = conversation_id
-        self.token = token
-        self.lost = threading.Event()
-        self.cancel = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
-
-    def _run(self) -> None:
-        interval = max(0.2, settings.CANVAS_LEASE_SECONDS / 3)
-        renew_at = time.monotonic() + interval
-        rows = Conversation.objects.filter(pk=self.conversation_id)
-        try:
-            while not self._stop.wait(self.POLL_SECONDS):
-                if rows.values_list("interrupt_requested_at", flat=True).first() is not None:
-                    self.cancel.set()
-                if time.monotonic() < renew_at:
-                    continue
-                renew_at = time.monotonic() + interval
-                renewed = rows.filter(lease_token=self.token).update(
-                    lease_expires_at=timezone.now() + _lease_ttl()
-                )
-                if not renewed:
-                    self.lost.set()
-                    self.cancel.set()
-                    return
-        finally:
-            connection.close()
-
-    def __enter__(self) -> _Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 class Interrupted(Exception):
@@ -470,27 +364,6 @@ class SliceRunner:
                 return
 
 
-def _release(conversation_id: str, token: str) -> None:
-    """Drop the lease; if the run goes on, record and enqueue the next slice atomically."""
-    with transaction.atomic():
-        row = (
-            Conversation.objects.select_for_update()
-            .filter(pk=conversation_id, lease_token=token)
-            .only("id", "status", "run_slice", "worker_host")
-            .first()
-        )
-        if row is None:
-            return
-        if row.status == Status.RUNNING:
-            row.run_slice = new_slice_id()
-            enqueue_slice_on_commit(row.pk, row.run_slice, worker_host=row.worker_host)
-        else:
-            row.run_slice = None
-        row.lease_token = None
-        row.lease_expires_at = None
-        row.save(update_fields=["run_slice", "lease_token", "lease_expires_at", "updated_at"])
-
-
 def _fail(conversation_id: str, token: str, exc: BaseException) -> None:
     logger.exception("run slice crashed for conversation %s", conversation_id)
     history = history_refresh(conversation_id)
@@ -515,7 +388,7 @@ def run_slice(conversation_id: str, slice_id: str, *, llm: LLMClient | None = No
         return claim
     token = claim
     try:
-        with _Heartbeat(conversation_id, token) as heartbeat:
+        with Heartbeat(conversation_id, token) as heartbeat:
             conversation = Conversation.objects.get(pk=conversation_id)
             try:
                 SliceRunner(conversation, token, llm, heartbeat.cancel).run(
@@ -527,33 +400,5 @@ def run_slice(conversation_id: str, slice_id: str, *, llm: LLMClient | None = No
             except Exception as exc:
                 _fail(conversation_id, token, exc)
     finally:
-        _release(conversation_id, token)
+        release(conversation_id, token)
     return None
-
-
-def sweep_runs() -> int:
-    """Re-enqueue running conversations whose runner died (lease expired) or whose next
-    slice was never picked up. Returns how many were re-enqueued."""
-    now = timezone.now()
-    stale_queue = now - timedelta(seconds=max(60.0, settings.CANVAS_SWEEP_SECONDS * 4))
-    stalled = Q(lease_expires_at__lt=now) | Q(lease_token__isnull=True) & (
-        Q(updated_at__lt=stale_queue) | Q(run_slice__isnull=True)
-    )
-    candidates = Conversation.objects.filter(stalled, status=Status.RUNNING)
-    count = 0
-    for pk in candidates.values_list("pk", flat=True)[:500]:
-        with transaction.atomic():
-            row = (
-                Conversation.objects.select_for_update()
-                .filter(stalled, pk=pk, status=Status.RUNNING)
-                .first()
-            )
-            if row is None:
-                continue
-            row.run_slice = new_slice_id()
-            row.lease_token = None
-            row.lease_expires_at = None
-            row.save(update_fields=["run_slice", "lease_token", "lease_expires_at", "updated_at"])
-            enqueue_slice_on_commit(row.pk, row.run_slice, worker_host=row.worker_host)
-            count += 1
-    return count

@@ -19,6 +19,6 @@ def run_slice(self, conversation_id: str, slice_id: str) -> None:
 
 @shared_task(name="orchestration.sweep_runs", ignore_result=True)
 def sweep_runs() -> int:
-    from .runner import sweep_runs as sweep
+    from .sweep import sweep_runs as sweep
 
     return sweep()

@@ -99,10 +99,16 @@ def dispatched(monkeypatch) -> list[tuple[str, str]]:
         sent.append((str(conversation_id), slice_id))
 
     import orchestration.approvals
-    import orchestration.runner
+    import orchestration.lease
     import orchestration.services
+    import orchestration.sweep
 
-    for module in (orchestration.services, orchestration.runner, orchestration.approvals):
+    for module in (
+        orchestration.services,
+        orchestration.lease,
+        orchestration.sweep,
+        orchestration.approvals,
+    ):
         monkeypatch.setattr(module, "enqueue_slice_on_commit", capture)
     return sent
 

@@ -23,8 +23,9 @@ from conversations.models import Conversation
 from orchestration import services
 from orchestration.admission import QUEUE_RETRY_SECONDS
 from orchestration.agent import AgentConfig
+from orchestration.lease import lease_claim
 from orchestration.limits import run_limits
-from orchestration.runner import lease_claim, run_slice
+from orchestration.runner import run_slice
 from teams.budget import spend_add, spend_this_month
 from teams.models import Policy, Team
 from teams.policies import EffectivePolicy, policy_update

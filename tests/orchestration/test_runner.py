@@ -11,7 +11,9 @@ from conversations import store
 from conversations.events import ActionEvent, ObservationEvent
 from conversations.models import Conversation
 from orchestration import services
-from orchestration.runner import lease_claim, run_slice, sweep_runs
+from orchestration.lease import lease_claim
+from orchestration.runner import run_slice
+from orchestration.sweep import sweep_runs
 from tests.runs import drive, script
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,0 +1,103 @@
+"""The run's lease: which slice may run, and who runs it.
+
+The conversation row names the one slice id allowed to run next (`run_slice`); a slice claims
+the run with a compare-and-set that also takes the lease (`lease_token`, `lease_expires_at`).
+Duplicate deliveries find a different slice id and return at once. Releasing drops the lease
+and, while the run goes on, records and enqueues the next slice in the same transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from conversations.events import Status
+from conversations.models import Conversation
+from teams.policies import policy_for_team
+
+from .admission import QUEUE_RETRY_SECONDS, admitted_runs, lock_team, note_queued
+from .dispatch import enqueue_slice_on_commit, new_slice_id, send_slice
+
+
+def lease_ttl() -> timedelta:
+    return timedelta(seconds=settings.CANVAS_LEASE_SECONDS)
+
+
+def lease_claim(conversation_id: str, slice_id: str) -> str | float | None:
+    """Claim the run for this slice.
+
+    Returns the lease token when claimed; the seconds to wait when this slice is current but
+    another runner still holds a live lease (a redelivery racing its original), or when the
+    team is at its limit of concurrent runs (the run is queued, with one notice in its log);
+    None when there is nothing to do here: the slice is stale, the conversation is not
+    running, or it is pinned to another host (the slice is forwarded to that host's queue).
+    """
+    row = (
+        Conversation.objects.filter(pk=conversation_id)
+        .values(
+            "run_slice", "status", "lease_token", "lease_expires_at", "worker_host", "team_id",
+            "run_steps",
+        )
+        .first()
+    )  # fmt: skip
+    if row is None or row["run_slice"] != slice_id or row["status"] != Status.RUNNING:
+        return None
+    here = settings.CANVAS_WORKER_HOST
+    if settings.CANVAS_PIN_TO_HOST and row["worker_host"] and row["worker_host"] != here:
+        send_slice(conversation_id, slice_id, worker_host=row["worker_host"])
+        return None
+    limit = policy_for_team(row["team_id"]).max_concurrent_runs
+    if limit is None or row["run_steps"] > 0:  # no limit, or this run already holds a place
+        return _claim(conversation_id, slice_id, row)
+    with transaction.atomic():
+        team_name = lock_team(row["team_id"])
+        if admitted_runs(row["team_id"], excluding=conversation_id) >= limit:
+            note_queued(conversation_id, team_name, limit)
+            return QUEUE_RETRY_SECONDS
+        return _claim(conversation_id, slice_id, row)
+
+
+def _claim(conversation_id: str, slice_id: str, row: dict) -> str | float | None:
+    now = timezone.now()
+    here = settings.CANVAS_WORKER_HOST
+    token = uuid.uuid4().hex
+    claimed = (
+        Conversation.objects.filter(pk=conversation_id, run_slice=slice_id, status=Status.RUNNING)
+        .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lt=now))
+        .update(
+            lease_token=token,
+            lease_expires_at=now + lease_ttl(),
+            worker_host=row["worker_host"] or (here if settings.CANVAS_PIN_TO_HOST else ""),
+        )
+    )
+    if claimed:
+        return token
+    if row["lease_expires_at"] is not None and row["lease_expires_at"] >= now:
+        return max(0.5, (row["lease_expires_at"] - now).total_seconds() + 0.1)
+    return None
+
+
+def release(conversation_id: str, token: str) -> None:
+    """Drop the lease; if the run goes on, record and enqueue the next slice atomically."""
+    with transaction.atomic():
+        row = (
+            Conversation.objects.select_for_update()
+            .filter(pk=conversation_id, lease_token=token)
+            .only("id", "status", "run_slice", "worker_host")
+            .first()
+        )
+        if row is None:
+            return
+        if row.status == Status.RUNNING:
+            row.run_slice = new_slice_id()
+            enqueue_slice_on_commit(row.pk, row.run_slice, worker_host=row.worker_host)
+        else:
+            row.run_slice = None
+        row.lease_token = None
+        row.lease_expires_at = None
+        row.save(update_fields=["run_slice", "lease_token", "lease_expires_at", "updated_at"])
