@@ -6,7 +6,6 @@ Setting them gives production: Postgres holds the log, Redis carries tasks and f
 """
 
 import os
-import socket
 from datetime import timedelta
 from pathlib import Path
 
@@ -152,6 +151,12 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": int(os.environ.get("CANVAS_VISIBILITY_TIMEOUT", "3600")),
 }
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# A slice spends most of its time waiting on the model, so a plain `celery -A canvas worker`
+# runs slices on threads: a waiting slice costs a thread, not a process (prefork's default of
+# one process per core ran 2 conversations at once on 2 cores). Each thread keeps one database
+# connection while it works; run one worker process per core for CPU (docs/deploy.md).
+CELERY_WORKER_POOL = os.environ.get("CANVAS_WORKER_POOL", "threads")
+CELERY_WORKER_CONCURRENCY = int(os.environ.get("CANVAS_WORKER_CONCURRENCY", "32"))
 
 # --- The agent runtime ----------------------------------------------------------------------
 CANVAS_WORKSPACES_ROOT = Path(os.environ.get("CANVAS_WORKSPACES_ROOT", VAR_DIR / "workspaces"))
@@ -178,7 +183,16 @@ CANVAS_BASE_URL = os.environ.get("CANVAS_BASE_URL", "http://127.0.0.1:8000")
 CANVAS_SECRET_KEYS = _env_list("CANVAS_SECRET_KEYS", "")
 # Local workspaces live on one machine's disk, so a conversation's slices go to the queue of the
 # host that ran its first slice. Turn off when workspaces sit on storage every worker mounts.
-CANVAS_WORKER_HOST = os.environ.get("CANVAS_WORKER_HOST") or socket.gethostname()
+from common.worker_host import stable_worker_host  # noqa: E402 - pure
+
+# Stable across container restarts: CANVAS_WORKER_HOST, else a name kept in the state root.
+CANVAS_WORKER_HOST = stable_worker_host(CANVAS_STATE_ROOT, os.environ.get("CANVAS_WORKER_HOST"))
+# Workers announce themselves every CANVAS_WORKER_HEARTBEAT_SECONDS (orchestration/workers.py);
+# a run pinned to a host silent for CANVAS_WORKER_GONE_SECONDS moves to any worker when
+# workspaces are on shared storage (CANVAS_SHARED_WORKSPACES), else ends with an error.
+CANVAS_WORKER_HEARTBEAT_SECONDS = float(os.environ.get("CANVAS_WORKER_HEARTBEAT_SECONDS", "5"))
+CANVAS_WORKER_GONE_SECONDS = float(os.environ.get("CANVAS_WORKER_GONE_SECONDS", "90"))
+CANVAS_SHARED_WORKSPACES = _env_bool("CANVAS_SHARED_WORKSPACES", False)
 CANVAS_PIN_TO_HOST = _env_bool("CANVAS_PIN_TO_HOST", True)
 # Private ranges (comma-separated CIDRs) that team webhooks and model profiles' api_base may
 # reach; loopback, link-local, private and reserved targets are refused otherwise, and cloud

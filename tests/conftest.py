@@ -126,8 +126,17 @@ def _database_url() -> str:
 class WorkerProcess:
     """A real `celery -A canvas worker` in its own process group, on the test database."""
 
-    def __init__(self, tmp: Path, *, beat: bool = False, extra_env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        tmp: Path,
+        *,
+        beat: bool = False,
+        extra_env: dict[str, str] | None = None,
+        pool_args: tuple[str, ...] = ("-P", "threads", "-c", "4"),
+    ):
         self.tmp = tmp
+        self.pool_args = pool_args
+        """Empty: the plain command's defaults (canvas/settings.py)."""
         self.ready_file = tmp / f"worker-{uuid.uuid4().hex}.ready"
         self.log_path = tmp / f"{self.ready_file.stem}.log"
         self.beat = beat
@@ -148,7 +157,7 @@ class WorkerProcess:
         }
         argv = [
             sys.executable, "-m", "celery", "-A", "canvas", "worker",
-            "-P", "threads", "-c", "4", "-l", "WARNING",
+            *self.pool_args, "-l", "WARNING",
             "-n", f"{self.ready_file.stem}@%h",
             "--without-heartbeat", "--without-mingle", "--without-gossip",
         ]  # fmt: skip
