@@ -150,7 +150,7 @@ class LiteLLMClient:
         for attempt in range(attempts):
             try:
                 self._check_api_base()
-                return _to_response(litellm.completion(**kwargs))
+                answer = litellm.completion(**kwargs)
             except LLMError:
                 raise
             except RETRYABLE as exc:
@@ -161,6 +161,12 @@ class LiteLLMClient:
                 self._sleep(backoff_seconds(attempt, exc))
             except Exception as exc:  # not transient: the request itself is wrong
                 raise LLMError(_error_code(exc), _error_message(exc)) from exc
+            else:
+                try:
+                    return _to_response(answer)
+                except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+                    message = f"{BAD_RESPONSE_MESSAGE}: {exc}"[:2000]
+                    raise LLMError(BAD_RESPONSE, message) from exc
         raise AssertionError("unreachable")
 
 
@@ -168,13 +174,30 @@ def _retried(message: str, attempt: int) -> str:
     return f"{message} (gave up after {attempt + 1} attempts)" if attempt else message
 
 
+BAD_RESPONSE = "llm_bad_response"
+BAD_RESPONSE_MESSAGE = "The model answered with a body that is not a chat completion"
+# LiteLLM reports a 2xx answer it cannot parse as a made-up HTTP 500 (InternalServerError);
+# these are its words for it (litellm 1.x: convert_dict_to_response, the OpenAI handler).
+_BAD_RESPONSE_MARKERS = ("Invalid response object", "LiteLLM: provider returned")
+
+
+def _is_bad_response(exc: Exception) -> bool:
+    return isinstance(exc, litellm.InternalServerError) and any(
+        marker in str(exc) for marker in _BAD_RESPONSE_MARKERS
+    )
+
+
 def _error_code(exc: Exception) -> str:
+    if _is_bad_response(exc):
+        return BAD_RESPONSE
     status = getattr(exc, "status_code", None)
     name = type(exc).__name__
     return f"llm_{name}" + (f"_{status}" if status else "")
 
 
 def _error_message(exc: Exception) -> str:
+    if _is_bad_response(exc):
+        return f"{BAD_RESPONSE_MESSAGE}: {getattr(exc, 'message', None) or exc}"[:2000]
     status = getattr(exc, "status_code", None)
     message = str(getattr(exc, "message", None) or exc)
     prefix = f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "")

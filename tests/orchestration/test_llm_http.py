@@ -154,3 +154,13 @@ def test_a_bad_request_is_not_retried(fake):
         client_for(fake, num_retries=3).complete(MESSAGES, [])
     assert "messages must not be empty" in caught.value.message
     assert fake.count == 1
+
+
+def test_a_200_answer_with_a_malformed_body_is_a_bad_response(fake):
+    fake.responder = lambda request: {"status": 200, "body": {"choices": "not a list"}}
+
+    with pytest.raises(LLMError) as caught:
+        client_for(fake, num_retries=0).complete(MESSAGES, [])
+
+    assert caught.value.code == "llm_bad_response", caught.value.message[:300]
+    assert "500" not in caught.value.code, caught.value.message
