@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
+
+logger = logging.getLogger(__name__)
 
 RUN_SLICE_TASK = "orchestration.run_slice"
 
@@ -36,5 +39,19 @@ def send_slice(conversation_id: uuid.UUID | str, slice_id: str, *, worker_host: 
 def enqueue_slice_on_commit(
     conversation_id: uuid.UUID | str, slice_id: str, *, worker_host: str = ""
 ) -> None:
-    """Send the slice task once the transaction that recorded `slice_id` commits."""
-    transaction.on_commit(lambda: send_slice(conversation_id, slice_id, worker_host=worker_host))
+    """Send the slice task once the transaction that recorded `slice_id` commits.
+
+    Never raises into the committing caller: its writes are saved, and an API request must
+    answer from them. A send that fails (the broker is down) is logged; the row keeps
+    `slice_id` and status RUNNING, so the sweeper re-sends the slice once the broker is back."""
+
+    def send() -> None:
+        try:
+            send_slice(conversation_id, slice_id, worker_host=worker_host)
+        except Exception:
+            logger.warning(
+                "could not enqueue slice %s of conversation %s; the sweeper will re-send it",
+                slice_id, conversation_id, exc_info=True,
+            )  # fmt: skip
+
+    transaction.on_commit(send)
