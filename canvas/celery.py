@@ -3,7 +3,14 @@
 import os
 
 from celery import Celery
-from celery.signals import celeryd_after_setup, worker_init, worker_process_init, worker_ready
+from celery.signals import (
+    celeryd_after_setup,
+    worker_init,
+    worker_process_init,
+    worker_ready,
+    worker_shutdown,
+    worker_shutting_down,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "canvas.settings")
 
@@ -20,6 +27,31 @@ def _announce_ready(**_: object) -> None:
     if ready_file:
         with open(ready_file, "w") as handle:
             handle.write(str(os.getpid()))
+
+
+@worker_ready.connect
+def _announce_host(sender, **_: object) -> None:
+    # The host's heartbeat row (orchestration/workers.py): which hosts are alive to run the
+    # conversations pinned to them.
+    from orchestration.workers import presence_start
+
+    presence_start(sorted(sender.app.amqp.queues.consume_from))
+
+
+@worker_shutting_down.connect
+def _drain(**_: object) -> None:
+    # Runs inside the signal handler: only set a flag. Slices stop at their next step
+    # boundary and hand the run over; the pool then finishes quickly.
+    from orchestration.workers import draining
+
+    draining.set()
+
+
+@worker_shutdown.connect
+def _depart(**_: object) -> None:
+    from orchestration.workers import presence_stop
+
+    presence_stop()
 
 
 @celeryd_after_setup.connect

@@ -62,6 +62,9 @@ class EmbeddedWorker:
             thread.start()
         if not self._worker.ready.wait(30):
             raise RuntimeError("the embedded Celery worker did not start within 30 s")
+        from orchestration.workers import presence_start
+
+        presence_start([app.conf.task_default_queue, f"host.{settings.CANVAS_WORKER_HOST}"])
 
     def _sweep(self) -> None:
         from django.db import connection
@@ -77,11 +80,15 @@ class EmbeddedWorker:
                 connection.close()
 
     def stop(self) -> None:
+        from orchestration.workers import draining, presence_stop
+
         self._stop.set()
+        draining.set()  # running slices hand over at their next step boundary
         if self._worker is not None:
             self._worker.stop(in_sighandler=False)
         for thread in self._threads:
             thread.join(timeout=10)
+        presence_stop()
 
 
 @contextmanager

@@ -25,6 +25,7 @@ from common.errors import Forbidden, NotFound, ServiceError
 from conversations import store
 from conversations.models import Conversation
 from orchestration import approvals, services
+from orchestration.workers import host_awaited
 from teams.permissions import role_allows, team_role
 
 from .access import Action, conversation_for, conversations_visible_to
@@ -121,6 +122,7 @@ def conversation_detail(request: HttpRequest, conversation_id: uuid.UUID) -> Htt
     status = last_status(rows, conversation.status)
     context = _header_context(conversation, status=status, can_act=_can_act(request, conversation))
     context |= {"rows": rows, "message_form": MessageForm(), "cards": _pending_cards(conversation)}
+    context["awaited_host"] = host_awaited(status=status, worker_host=conversation.worker_host)
     return render(request, DETAIL_TEMPLATE, context)
 
 

@@ -58,6 +58,7 @@ from .prompt_check import prompt_check
 from .stuck import detect_stuck
 from .tools.base import Tool, ToolContext, team_secrets, tool_schema
 from .tools.registry import tools_for
+from .workers import draining
 
 logger = logging.getLogger(__name__)
 
@@ -359,6 +360,8 @@ class SliceRunner:
         for _ in range(max_steps):
             self.history = history_refresh(self.conversation_id)
             if self.history.state.status != Status.RUNNING or self.cancel.is_set():
+                return
+            if draining.is_set():  # a warm shutdown: hand the run over at this step boundary
                 return
             if not self.step() or time.monotonic() >= deadline:
                 return

@@ -19,6 +19,7 @@ def run_slice(self, conversation_id: str, slice_id: str) -> None:
 
 @shared_task(name="orchestration.sweep_runs", ignore_result=True)
 def sweep_runs() -> int:
+    from .stranded import sweep_stranded_runs
     from .sweep import sweep_runs as sweep
 
-    return sweep()
+    return sweep_stranded_runs() + sweep()

@@ -1,0 +1,146 @@
+"""Worker presence: each worker process announces its host, and says goodbye when it stops.
+
+Every worker process (the Celery worker's main process, or the embedded worker's server)
+upserts its host's `WorkerHost` row every `CANVAS_WORKER_HEARTBEAT_SECONDS` from a daemon
+thread: one statement per few seconds per process. A warm shutdown first sets `draining`, so
+running slices stop at their next step boundary and hand over (runner.SliceRunner.run), then
+marks the host stopped once the pool has finished. A host is alive while it announced itself
+within three heartbeat periods and has not stopped; runs pinned to a host gone for longer than
+`CANVAS_WORKER_GONE_SECONDS` are dealt with by orchestration/stranded.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import threading
+from datetime import datetime, timedelta
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from .models import WorkerHost
+
+logger = logging.getLogger(__name__)
+
+draining = threading.Event()
+"""Set when this process begins a warm shutdown: slices stop at the next step boundary."""
+
+
+def alive_after() -> datetime:
+    """Hosts last seen before this are not alive (three missed heartbeats)."""
+    return timezone.now() - timedelta(seconds=3 * settings.CANVAS_WORKER_HEARTBEAT_SECONDS)
+
+
+def host_alive(host: str) -> bool:
+    return WorkerHost.objects.filter(
+        host=host, stopped_at__isnull=True, last_seen__gte=alive_after()
+    ).exists()
+
+
+def host_awaited(*, status: str, worker_host: str) -> str | None:
+    """The host a running conversation waits for: pinned to it, and it is not alive."""
+    if status != "running" or not worker_host or not settings.CANVAS_PIN_TO_HOST:
+        return None
+    return None if host_alive(worker_host) else worker_host
+
+
+@cache
+def code_version() -> str:
+    """The package version, with the git commit when the code runs from a checkout."""
+    try:
+        version = metadata.version("agent-canvas")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=Path(__file__).resolve().parent,
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return version
+    return f"{version}+{sha}" if sha else version
+
+
+def host_announce(*, host: str, queues: list[str], started_at: datetime | None = None) -> None:
+    """Upsert the host's row as seen now; `started_at` when a process has just started."""
+    fields = ["queues", "version", "last_seen", "stopped_at"]
+    row = WorkerHost(
+        host=host, queues=sorted(queues), version=code_version(), last_seen=timezone.now(),
+        started_at=started_at, stopped_at=None,
+    )  # fmt: skip
+    WorkerHost.objects.bulk_create(
+        [row], update_conflicts=True, unique_fields=["host"],
+        update_fields=fields + (["started_at"] if started_at else []),
+    )  # fmt: skip
+
+
+def host_depart(*, host: str) -> None:
+    """The host's last word on a warm shutdown. Another process of the host still running
+    clears it again with its next heartbeat."""
+    now = timezone.now()
+    WorkerHost.objects.filter(host=host).update(stopped_at=now, last_seen=now)
+
+
+class Presence:
+    """The heartbeat thread of one worker process."""
+
+    def __init__(self, queues: list[str]) -> None:
+        self.host = settings.CANVAS_WORKER_HOST
+        self.queues = queues
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="worker-presence", daemon=True)
+
+    def start(self) -> Presence:
+        self._beat(started_at=timezone.now())
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(settings.CANVAS_WORKER_HEARTBEAT_SECONDS):
+                self._beat()
+        finally:
+            connection.close()
+
+    def _beat(self, started_at: datetime | None = None) -> None:
+        try:
+            host_announce(host=self.host, queues=self.queues, started_at=started_at)
+        except Exception:  # a database blip must not end the heartbeat: retry next period
+            logger.warning("worker heartbeat for %s failed", self.host, exc_info=True)
+            connection.close()
+
+    def stop(self) -> None:
+        """Stop beating and mark the host gone. Call after the pool has finished its slices."""
+        self._stop.set()
+        self._thread.join(timeout=10)
+        try:
+            host_depart(host=self.host)
+        except Exception:
+            logger.warning("could not mark worker host %s stopped", self.host, exc_info=True)
+        finally:
+            connection.close()
+
+
+_presence: Presence | None = None
+
+
+def presence_start(queues: list[str]) -> None:
+    """Announce this process's host now and every heartbeat period after (idempotent)."""
+    global _presence
+    if _presence is None:
+        draining.clear()
+        _presence = Presence(queues).start()
+
+
+def presence_stop() -> None:
+    """Mark the host gone; call once the pool has finished (handed over) its slices."""
+    global _presence
+    if _presence is not None:
+        _presence.stop()
+        _presence = None
+    draining.clear()
