@@ -2,15 +2,18 @@
 
 Errors are always JSON {error, detail} with the status that fits: 400 bad input, 401 no or
 bad credentials, 403 a role too weak, 404 not found (or not yours), 409 a state conflict,
-429 too many bad tokens from the caller's address (with Retry-After).
-Each resource lives in its own router module.
+422 an Idempotency-Key reused for another request, 429 too many bad tokens from the caller's
+address (with Retry-After), 500 anything unforeseen (logged; the answer says nothing more).
+Errors made outside the routes (an unknown method, a failing middleware) are turned into the
+same shape by canvas.api.middleware. Each resource lives in its own router module.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
@@ -28,8 +31,13 @@ ERROR_CODES = {
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
+    422: "idempotency_key_reused",
     429: "throttled",
+    500: "internal_error",
 }
+INTERNAL_ERROR_DETAIL = "an internal error occurred; it has been logged."
+
+logger = logging.getLogger(__name__)
 
 
 class BearerToken(HttpBearer):
@@ -48,6 +56,7 @@ class ErrorOut(Schema):
 
 ERRORS = {
     400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut, 429: ErrorOut,
+    500: ErrorOut,
 }  # fmt: skip
 
 api = NinjaAPI(
@@ -97,6 +106,19 @@ def _auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
 def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     code = ERROR_CODES.get(exc.status_code, "error")
     return _error(request, exc.status_code, code, scrub(str(exc)))
+
+
+@api.exception_handler(Http404)
+def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return _error(request, 404, "not_found", "not found.")
+
+
+@api.exception_handler(Exception)
+def _unhandled(request: HttpRequest, exc: Exception) -> HttpResponse:
+    # Whatever the route had written and committed stays; the client learns only that this
+    # answer failed. The log (redacted by canvas.logging) keeps the traceback.
+    logger.exception("unhandled error answering %s %s", request.method, request.path)
+    return _error(request, 500, "internal_error", INTERNAL_ERROR_DETAIL)
 
 
 def _register_routers() -> None:
