@@ -67,6 +67,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: an error any later layer answers under /api/ leaves as JSON (canvas.api.middleware).
+    "canvas.api.middleware.ApiJsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",  # CONTENT_SECURITY_POLICY below
