@@ -177,6 +177,7 @@ def conversation_interrupt(*, conversation_id, by) -> None:
             raise Conflict(f"the conversation is not running (it is {conversation.status}).")
         conversation.interrupt_requested_at = timezone.now()
         conversation.save(update_fields=["interrupt_requested_at", "updated_at"])
+        interrupt_publish_on_commit(conversation.pk)  # the fast path to the running slice
         reason = f"interrupted by {name}"
         store.append(
             conversation.pk,
