@@ -18,17 +18,28 @@ the worker would later follow. Network access is the team's (`network`, see
 sandbox.effective_network). Where the sandbox is unavailable, `run` raises SandboxUnavailable
 unless the site allows unsandboxed commands; then commands run as the worker's user, as plain
 processes, and only paths and environment are kept apart.
+
+A command dies with the process that started it (see workspaces.sandbox). For what that cannot
+catch (a runner whose lease was taken over while its command ran, a launcher killed on its
+own), a running command is recorded in the state directory, out of the command's reach: its
+process group, the leader's start time and this machine's boot and PID namespace. The next
+runner calls `stop_leftovers()` before running anything: it kills every recorded group that is
+still the same group on this machine, and never a recycled pid or another machine's process.
 """
 
 from __future__ import annotations
 
 import codecs
 import contextlib
+import functools
+import json
+import logging
 import os
 import re
 import select
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import threading
@@ -40,6 +51,8 @@ from pathlib import Path
 
 from workspaces.base import CommandResult, WorkspacePathError
 from workspaces.sandbox import PATH, Network, SandboxSpec, prepare
+
+logger = logging.getLogger(__name__)
 
 # Runs as `bash -c WRAPPER bash RUN_PREFIX ENV_FILE TRANSIENT_NAMES`. The command is read from
 # RUN_PREFIX.sh and `eval`ed as data, so `cd`/`export` happen in this very shell and the command
@@ -91,6 +104,8 @@ _ENV_FILE = "env.sh"
 _KILL_GRACE_SECONDS = 1.0
 _DRAIN_SECONDS = 0.5
 _MAX_STATE_BYTES = 4 * 1024 * 1024
+_RECORD_SUFFIX = ".pid"
+_STOP_WAIT_SECONDS = 5.0
 
 
 def _base_environment(home: Path) -> dict[str, str]:
@@ -256,11 +271,13 @@ class LocalWorkspace:
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
                 )
             output = _BoundedText(self.max_output_chars)
-            # bwrap is the group leader: spare it the SIGTERM so the shell inside gets to save
-            # its state before bwrap's exit takes the whole PID namespace down.
-            timed_out, cancelled = _collect(
-                proc, output, timeout, cancel, spare_leader=launch.sandboxed
-            )
+            record = self.record_command(proc.pid, name=run_dir.name)
+            try:
+                # The leader (bwrap, or the unsandboxed launcher) ends with the shell: spare
+                # it the SIGTERM so the shell gets to save its state before the group goes.
+                timed_out, cancelled = _collect(proc, output, timeout, cancel, spare_leader=True)
+            finally:
+                record.unlink(missing_ok=True)
             exit_code = None if timed_out or cancelled else proc.returncode
             self._commit_state(prefix)
         finally:
@@ -272,6 +289,44 @@ class LocalWorkspace:
             truncated=output.dropped > 0,
             interrupted=cancelled,
         )
+
+    def record_command(
+        self, pgid: int, *, name: str | None = None, start_ticks: int | None = None,
+        host: str | None = None,
+    ) -> Path:  # fmt: skip
+        """Note a running process group for `stop_leftovers`; the caller unlinks the returned
+        file when the group is gone. `start_ticks` and `host` default to the leader's and this
+        machine's (tests give others)."""
+        record = {
+            "host": host or _this_host(),
+            "pgid": pgid,
+            "start": _start_ticks(pgid) if start_ticks is None else start_ticks,
+        }
+        path = self.state_dir / f"{name or f'run-{uuid.uuid4().hex}'}{_RECORD_SUFFIX}"
+        _write_atomic(path, json.dumps(record).encode())
+        return path
+
+    def stop_leftovers(self) -> int:
+        """Kill every recorded command group still running on this machine (a previous runner's),
+        wait until it is gone, and clear its record; returns how many groups were killed.
+        Records of another machine are left for it. Call before running anything."""
+        killed = 0
+        for path in self.state_dir.glob(f"run-*{_RECORD_SUFFIX}"):
+            try:
+                record = json.loads(path.read_bytes())
+                host, pgid, start = record["host"], int(record["pgid"]), int(record["start"])
+            except (OSError, ValueError, KeyError, TypeError):
+                path.unlink(missing_ok=True)
+                continue
+            if host != _this_host():
+                logger.warning("command group %s was left running on %s, not here", pgid, host)
+                continue
+            if _stop_group(pgid, start):
+                killed += 1
+                logger.warning("stopped command group %s left by a previous runner", pgid)
+            shutil.rmtree(path.with_suffix(""), ignore_errors=True)
+            path.unlink(missing_ok=True)
+        return killed
 
     def _commit_state(self, prefix: Path) -> None:
         """Adopt the shell's saved cwd and env, but only if its EXIT trap finished writing them.
@@ -393,18 +448,70 @@ def _kill_group(proc: subprocess.Popen[bytes], *, spare_leader: bool = False) ->
 
 def _group_members(pgid: int) -> list[int]:
     """Pids in process group `pgid`, read from /proc (Linux, as is the sandbox that asks)."""
+    return [pid for pid, _ in _group_stats(pgid)]
+
+
+def _group_stats(pgid: int) -> list[tuple[int, list[bytes]]]:
+    """(pid, /proc/<pid>/stat fields after the command name) of each process in group `pgid`;
+    fields[0] is the state, fields[2] the group, fields[19] the start time in clock ticks."""
     members = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:
-            members.append(int(entry.name))
+        fields = _stat_fields(int(entry.name))
+        if fields is not None and int(fields[2]) == pgid:
+            members.append((int(entry.name), fields))
     return members
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _start_ticks(pid: int) -> int:
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else -1
+
+
+@functools.cache
+def _this_host() -> str:
+    """This kernel's boot and PID namespace: a pid means the same process only where both match
+    (a container on the same machine has its own pids; a reboot recycles them all)."""
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    return f"{socket.gethostname()}/{boot}/{os.readlink('/proc/self/ns/pid')}"
+
+
+def _stop_group(pgid: int, start: int) -> bool:
+    """SIGKILL the recorded group if it is still the one recorded, then wait (bounded) until
+    only zombies are left of it. A group outlives its leader, but its id cannot name another
+    group until every member has gone; members that started before the recorded leader belong
+    to some other group that reused the id, and are spared."""
+    members = [
+        pid for pid, fields in _group_stats(pgid)
+        if fields[0] not in (b"Z", b"X") and int(fields[19]) >= start
+    ]  # fmt: skip
+    leader = _stat_fields(pgid)
+    if leader is not None and int(leader[19]) != start:
+        return False  # the id is a newer process's: ours are gone
+    if not members:
+        return False
+    if leader is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+    else:
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + _STOP_WAIT_SECONDS
+    while time.monotonic() < deadline and any(
+        fields[0] not in (b"Z", b"X") for _, fields in _group_stats(pgid)
+    ):
+        time.sleep(0.02)
+    return True
 
 
 def workspace_for(

@@ -56,12 +56,14 @@ def test_a_command_cannot_see_or_reach_anything_of_the_workers(ws, outside) -> N
 def test_unsandboxed_the_worker_is_in_reach_which_is_what_the_sandbox_closes(ws, settings) -> None:
     with sandbox_broken(settings, allow_unsandboxed=True):
         output = ws.run(
-            "tr '\\0' '\\n' < /proc/$PPID/environ; "
+            # $PPID is the launcher that ties the command's life to the worker's; its parent
+            # is the worker.
+            "read -r _ _ _ worker _ < /proc/$PPID/stat; tr '\\0' '\\n' < /proc/$worker/environ; "
             "(exec 3<>/dev/tcp/127.0.0.1/5432) && echo POSTGRES-REACHED",
             timeout=30,
         ).output
     worker_environ = Path(f"/proc/{os.getpid()}/environ").read_text().split("\0")
-    assert worker_environ[0] in output  # the test process (the worker here) is the parent
+    assert worker_environ[0] in output  # the test process is the worker here
     assert "POSTGRES-REACHED" in output
 
 
