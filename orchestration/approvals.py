@@ -37,7 +37,7 @@ from conversations.selectors import (
 from teams.audit import audit_record
 
 from .confirmation import parse_arguments
-from .dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
+from .dispatch import enqueue_slice_on_commit, new_slice_id
 from .interrupts import interrupt_publish_on_commit
 from .loop import rejected_observation, run_end_events
 from .risk import RULES_BY_ID
