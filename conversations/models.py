@@ -58,13 +58,22 @@ class Conversation(models.Model):
         help_text="Host holding the local workspace; its queue gets the conversation's slices.",
     )
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    run_slice_due_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When `run_slice` should have been claimed; the sweeper re-sends it after.",
+    )
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["status", "lease_expires_at"])]
+        indexes = [
+            models.Index(fields=["status", "lease_expires_at"]),
+            # The sweeper's other half: running slices never claimed (sweep.py).
+            models.Index(fields=["status", "run_slice_due_at"], name="conversation_slice_due"),
+        ]
 
     def __str__(self) -> str:
         return self.title or str(self.id)

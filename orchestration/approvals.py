@@ -37,7 +37,7 @@ from conversations.selectors import (
 from teams.audit import audit_record
 
 from .confirmation import parse_arguments
-from .dispatch import enqueue_slice_on_commit, new_slice_id
+from .dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
 from .interrupts import interrupt_publish_on_commit
 from .loop import rejected_observation, run_end_events
 from .risk import RULES_BY_ID
@@ -134,7 +134,8 @@ def _decide(
                 appended.append(rejected_observation(action, source="user", by=name, reason=reason))
         if len(chosen) == len(pending):  # the batch is decided: the run goes on
             conversation.run_slice = new_slice_id()
-            conversation.save(update_fields=["run_slice", "updated_at"])
+            conversation.run_slice_due_at = slice_due_at()
+            conversation.save(update_fields=["run_slice", "run_slice_due_at", "updated_at"])
             enqueue_slice_on_commit(
                 conversation.pk, conversation.run_slice, worker_host=conversation.worker_host
             )

@@ -4,18 +4,32 @@ from __future__ import annotations
 
 import logging
 import uuid
+from datetime import datetime, timedelta
 
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 logger = logging.getLogger(__name__)
 
 RUN_SLICE_TASK = "orchestration.run_slice"
 
 
+SEND_RETRY_POLICY = {"max_retries": 4, "interval_start": 0.1, "interval_step": 0.4,
+                     "interval_max": 1.0}  # fmt: skip
+"""kombu's retry of one publish (reconnecting each time): about 2.5 s, enough for a Redis
+restart; a request or a hand-over waits no longer than that for a broker that is down."""
+
+
 def new_slice_id() -> str:
     return uuid.uuid4().hex
+
+
+def slice_due_at(after: float = 0.0) -> datetime:
+    """When a slice recorded now (and sent, or retried in `after` seconds) should have been
+    claimed. The sweeper re-sends a slice still unclaimed then: its message was lost."""
+    return timezone.now() + timedelta(seconds=after + settings.CANVAS_SWEEP_SECONDS)
 
 
 def host_queue(host: str) -> str:
@@ -32,14 +46,16 @@ def slice_queue(worker_host: str) -> str | None:
 
 def send_slice(conversation_id: uuid.UUID | str, slice_id: str, *, worker_host: str = "") -> None:
     current_app.send_task(
-        RUN_SLICE_TASK, args=[str(conversation_id), slice_id], queue=slice_queue(worker_host)
-    )
+        RUN_SLICE_TASK, args=[str(conversation_id), slice_id], queue=slice_queue(worker_host),
+        retry=True, retry_policy=SEND_RETRY_POLICY,
+    )  # fmt: skip
 
 
 def enqueue_slice_on_commit(
     conversation_id: uuid.UUID | str, slice_id: str, *, worker_host: str = ""
 ) -> None:
-    """Send the slice task once the transaction that recorded `slice_id` commits.
+    """Send the slice task once the transaction that recorded `slice_id` (and its
+    `run_slice_due_at`, see `slice_due_at`) commits.
 
     Never raises into the committing caller: its writes are saved, and an API request must
     answer from them. A send that fails (the broker is down) is logged; the row keeps

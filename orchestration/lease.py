@@ -3,7 +3,9 @@
 The conversation row names the one slice id allowed to run next (`run_slice`); a slice claims
 the run with a compare-and-set that also takes the lease (`lease_token`, `lease_expires_at`).
 Duplicate deliveries find a different slice id and return at once. Releasing drops the lease
-and, while the run goes on, records and enqueues the next slice in the same transaction.
+and, while the run goes on, records the next slice in the same transaction: enqueued after
+commit, or handed back to the task to run itself (it keeps its place; see runner.run_slice).
+Every recorded slice carries a due time; the sweeper re-sends one nobody claimed by then.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from conversations.models import Conversation
 from teams.policies import policy_for_team
 
 from .admission import QUEUE_RETRY_SECONDS, admitted_runs, lock_team, note_queued
-from .dispatch import enqueue_slice_on_commit, new_slice_id, send_slice
+from .dispatch import enqueue_slice_on_commit, new_slice_id, send_slice, slice_due_at
 
 
 def lease_ttl() -> timedelta:
@@ -58,6 +60,10 @@ def lease_claim(conversation_id: str, slice_id: str) -> str | float | None:
         team_name = lock_team(row["team_id"])
         if admitted_runs(row["team_id"], excluding=conversation_id) >= limit:
             note_queued(conversation_id, team_name, limit)
+            # The task retries later: not lost, so the sweeper must not send a copy meanwhile.
+            Conversation.objects.filter(pk=conversation_id, run_slice=slice_id).update(
+                run_slice_due_at=slice_due_at(QUEUE_RETRY_SECONDS)
+            )
             return QUEUE_RETRY_SECONDS
         return _claim(conversation_id, slice_id, row)
 
@@ -82,8 +88,10 @@ def _claim(conversation_id: str, slice_id: str, row: dict) -> str | float | None
     return None
 
 
-def release(conversation_id: str, token: str) -> None:
-    """Drop the lease; if the run goes on, record and enqueue the next slice atomically."""
+def release(conversation_id: str, token: str, *, keep: bool = False) -> str | None:
+    """Drop the lease; if the run goes on, record the next slice atomically and enqueue it
+    after commit, or with `keep` return its id for the caller to claim and run at once.
+    Returns None when the run stopped, the lease was lost, or the slice was enqueued."""
     with transaction.atomic():
         row = (
             Conversation.objects.select_for_update()
@@ -92,12 +100,22 @@ def release(conversation_id: str, token: str) -> None:
             .first()
         )
         if row is None:
-            return
+            return None
+        kept = None
         if row.status == Status.RUNNING:
             row.run_slice = new_slice_id()
-            enqueue_slice_on_commit(row.pk, row.run_slice, worker_host=row.worker_host)
+            row.run_slice_due_at = slice_due_at()
+            if keep:
+                kept = row.run_slice
+            else:
+                enqueue_slice_on_commit(row.pk, row.run_slice, worker_host=row.worker_host)
         else:
             row.run_slice = None
+            row.run_slice_due_at = None
         row.lease_token = None
         row.lease_expires_at = None
-        row.save(update_fields=["run_slice", "lease_token", "lease_expires_at", "updated_at"])
+        row.save(
+            update_fields=["run_slice", "run_slice_due_at", "lease_token", "lease_expires_at",
+                           "updated_at"]
+        )  # fmt: skip
+    return kept

@@ -33,7 +33,7 @@ from teams.services import team_ensure_personal, team_get_for
 from workspaces.paths import WorkspaceNameError, workspace_in_area
 
 from .agent import DEFAULT_TOOLS, AgentConfig
-from .dispatch import enqueue_slice_on_commit, new_slice_id
+from .dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
 from .loop import run_end_events
 from .profiles import UnknownProfileError, profile_get
 from .tools.base import tool_schema
@@ -103,8 +103,11 @@ def _check_text(text: str) -> str:
 
 def _start_run(conversation: Conversation, previous: Status, trigger: str) -> list:
     conversation.run_slice = new_slice_id()
+    conversation.run_slice_due_at = slice_due_at()
     conversation.interrupt_requested_at = None  # an old Interrupt must not stop the new run
-    conversation.save(update_fields=["run_slice", "interrupt_requested_at", "updated_at"])
+    conversation.save(
+        update_fields=["run_slice", "run_slice_due_at", "interrupt_requested_at", "updated_at"]
+    )
     enqueue_slice_on_commit(
         conversation.pk, conversation.run_slice, worker_host=conversation.worker_host
     )

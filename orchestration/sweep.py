@@ -1,10 +1,17 @@
-"""The sweeper: revives running conversations whose runner died or whose next slice was lost."""
+"""The sweeper: revives running conversations whose runner died or whose next slice was lost.
+
+Two faults, one indexed query every `CANVAS_SWEEP_SECONDS`:
+- the runner died: its lease expired (`lease_expires_at`, renewed while it works). The run
+  gets a new slice id, which voids the dead runner's.
+- the slice's message was lost (a broker restart or FLUSHALL, a send that failed, a task
+  dropped past its retries): nobody claimed the slice by `run_slice_due_at`, which is set one
+  sweep period after every send (`dispatch.slice_due_at`). The same slice id is sent again,
+  so if the first message turns up after all, the two copies still run it once.
+A slice is noticed within two sweep periods of being lost.
+"""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -12,32 +19,43 @@ from django.utils import timezone
 from conversations.events import Status
 from conversations.models import Conversation
 
-from .dispatch import enqueue_slice_on_commit, new_slice_id
+from .dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
+
+BATCH = 500
+
+
+def _stalled(now) -> Q:
+    unclaimed = Q(lease_token__isnull=True) & (
+        Q(run_slice_due_at__lt=now) | Q(run_slice_due_at__isnull=True) | Q(run_slice__isnull=True)
+    )
+    return Q(lease_expires_at__lt=now) | unclaimed
 
 
 def sweep_runs() -> int:
-    """Re-enqueue running conversations whose runner died (lease expired) or whose next
-    slice was never picked up. Returns how many were re-enqueued."""
+    """Re-send the slices of running conversations whose runner died or whose slice was
+    never claimed. Returns how many were re-sent."""
     now = timezone.now()
-    stale_queue = now - timedelta(seconds=max(60.0, settings.CANVAS_SWEEP_SECONDS * 4))
-    stalled = Q(lease_expires_at__lt=now) | Q(lease_token__isnull=True) & (
-        Q(updated_at__lt=stale_queue) | Q(run_slice__isnull=True)
-    )
-    candidates = Conversation.objects.filter(stalled, status=Status.RUNNING)
+    candidates = Conversation.objects.filter(_stalled(now), status=Status.RUNNING)
     count = 0
-    for pk in candidates.values_list("pk", flat=True)[:500]:
+    for pk in candidates.values_list("pk", flat=True)[:BATCH]:
         with transaction.atomic():
             row = (
                 Conversation.objects.select_for_update()
-                .filter(stalled, pk=pk, status=Status.RUNNING)
+                .filter(_stalled(now), pk=pk, status=Status.RUNNING)
+                .only("id", "run_slice", "lease_token", "worker_host")
                 .first()
             )
             if row is None:
                 continue
-            row.run_slice = new_slice_id()
+            if row.lease_token is not None or row.run_slice is None:  # the runner died
+                row.run_slice = new_slice_id()
+            row.run_slice_due_at = slice_due_at()
             row.lease_token = None
             row.lease_expires_at = None
-            row.save(update_fields=["run_slice", "lease_token", "lease_expires_at", "updated_at"])
+            row.save(
+                update_fields=["run_slice", "run_slice_due_at", "lease_token", "lease_expires_at",
+                               "updated_at"]
+            )  # fmt: skip
             enqueue_slice_on_commit(row.pk, row.run_slice, worker_host=row.worker_host)
             count += 1
     return count

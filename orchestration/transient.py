@@ -1,0 +1,48 @@
+"""Transient faults of the database and the broker, and a short bounded retry for them.
+
+A Postgres restart, a terminated backend or a Redis restart lasts seconds; a slice that meets
+one should wait a moment and try again rather than drop its run. The retry here is short
+(about 3 s in all): beyond it the caller gives up and the sweeper, which reads the state the
+row already records, is the safety net.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
+from kombu.exceptions import OperationalError as BrokerError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DATABASE_FAULTS: tuple[type[DatabaseError], ...] = (OperationalError, InterfaceError)
+TRANSIENT_FAULTS: tuple[type[Exception], ...] = (
+    *DATABASE_FAULTS, BrokerError, RedisConnectionError, RedisTimeoutError, ConnectionError,
+)  # fmt: skip
+"""A dropped or refused connection to Postgres or Redis (kombu wraps most of redis-py's)."""
+
+BACKOFF_SECONDS = (0.1, 0.3, 0.6, 1.0, 1.0)
+
+
+def retry_transient(fn: Callable[[], T], *, what: str, backoff=BACKOFF_SECONDS) -> T:
+    """Call `fn`, retrying a transient fault after each pause in `backoff`; the last fault
+    is raised. Call outside any transaction: a fault closes this thread's database
+    connection so that the next attempt opens a fresh one."""
+    for pause in (*backoff, None):
+        try:
+            return fn()
+        except TRANSIENT_FAULTS as exc:
+            if pause is None or connection.in_atomic_block:
+                raise
+            logger.warning("%s: %s; retrying in %.1f s", what, exc, pause)
+            if isinstance(exc, DATABASE_FAULTS):
+                connection.close()  # Django reconnects at the next query
+            time.sleep(pause)
+    raise AssertionError("unreachable")
