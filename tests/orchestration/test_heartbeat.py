@@ -2,6 +2,7 @@
 this process, as a threads-pool worker runs them, on the real test Postgres."""
 
 import threading
+import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -12,7 +13,8 @@ from django.utils import timezone
 from conversations import store
 from conversations.models import Conversation
 from orchestration import services
-from orchestration.heartbeat import APPLICATION_NAME
+from orchestration.heartbeat import APPLICATION_NAME, Heartbeat
+from orchestration.interrupts import interrupt_publish
 from orchestration.runner import run_slice
 from tests.conftest import wait_for
 from tests.runs import drive, script
@@ -82,7 +84,7 @@ def test_the_heartbeat_reconnects_after_its_backend_is_terminated(dispatched, se
     conversation = start(terminal("echo start >> side; sleep 4; echo end >> side"), {"say": "done"})
     side = workspace(conversation) / "side"
     runner = slice_thread(dispatched.pop())
-    wait_for(lambda: read(side), 10, 0.02, message="the command to run")
+    wait_for(lambda: read(side), 30, 0.02, message="the command to run")
     (pid,) = wait_for(keeper_backends, 10, 0.02, message="the heartbeat's first renewal")
     renewed_until = row(conversation).lease_expires_at
     with connection.cursor() as cursor:
@@ -108,7 +110,7 @@ def test_a_command_is_killed_before_a_lease_it_cannot_renew_runs_out(dispatched,
     conversation = start(terminal(f"echo start >> side; {ticking}; echo end >> side"))
     ticks, side = workspace(conversation) / "ticks", workspace(conversation) / "side"
     runner = slice_thread(dispatched.pop())
-    wait_for(lambda: read(ticks), 10, 0.02, message="the command to run")
+    wait_for(lambda: read(ticks), 30, 0.02, message="the command to run")
     locked, unlock = threading.Event(), threading.Event()
 
     def lock_the_row() -> None:
@@ -142,7 +144,7 @@ def test_an_interrupt_on_the_row_alone_stops_the_command_at_the_next_renewal(dis
     conversation = start(terminal("echo start >> side; sleep 20; echo end >> side"))
     side = workspace(conversation) / "side"
     runner = slice_thread(dispatched.pop())
-    wait_for(lambda: read(side), 10, 0.02, message="the command to run")
+    wait_for(lambda: read(side), 30, 0.02, message="the command to run")
     Conversation.objects.filter(pk=conversation.pk).update(interrupt_requested_at=timezone.now())
     runner.join(2.0)
     assert not runner.is_alive(), "the command outlived the next renewal"
@@ -157,10 +159,18 @@ def test_one_database_connection_per_slice_and_one_per_process(dispatched, setti
     try:
         wait_for(
             lambda: all(read(workspace(c) / "side") for c in conversations) and keeper_backends(),
-            15, 0.02, message="every command running and a renewal made",
+            60, 0.02, message="every command running and a renewal made",
         )  # fmt: skip
         held = other_backends()
     finally:
         for runner in runners:
             runner.join(30)
     assert held <= slices + 1, f"{held} connections for {slices} running slices"
+
+
+def test_the_embedded_mode_delivers_an_interrupt_in_process(settings):
+    settings.REDIS_URL = ""  # the worker shares the web process: no broker in between
+    conversation_id = str(uuid.uuid4())
+    with Heartbeat(conversation_id, uuid.uuid4().hex) as heartbeat:
+        interrupt_publish(conversation_id)
+        assert heartbeat.cancel.is_set()
