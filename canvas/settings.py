@@ -153,6 +153,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": int(os.environ.get("CANVAS_VISIBILITY_TIMEOUT", "3600")),
 }
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Every task has time limits; run_slice sets its own from the slice limits (orchestration/tasks.py).
+CELERY_TASK_SOFT_TIME_LIMIT = 60
+CELERY_TASK_TIME_LIMIT = 90
 # A slice spends most of its time waiting on the model, so a plain `celery -A canvas worker`
 # runs slices on threads: a waiting slice costs a thread, not a process (prefork's default of
 # one process per core ran 2 conversations at once on 2 cores). Each thread keeps one database
@@ -170,10 +173,22 @@ CANVAS_UNSANDBOXED_COMMANDS = _env_bool("CANVAS_UNSANDBOXED_COMMANDS", EMBEDDED)
 # A team policy's network="host" reaches the host's own services (Postgres, Redis) too.
 CANVAS_SANDBOX_ALLOW_HOST_NETWORK = _env_bool("CANVAS_SANDBOX_ALLOW_HOST_NETWORK", False)
 CANVAS_SANDBOX_READONLY_PATHS = _env_list("CANVAS_SANDBOX_READONLY_PATHS", "")
-CANVAS_LEASE_SECONDS = float(os.environ.get("CANVAS_LEASE_SECONDS", "30"))
+# Recovery time: a dead runner's run continues at most lease + sweep seconds after its last
+# renewal, a lost slice message within two sweep periods; 10 + 5 puts every run back to work
+# within 15 s of Redis or Postgres returning (orchestration/sweep.py).
+CANVAS_LEASE_SECONDS = float(os.environ.get("CANVAS_LEASE_SECONDS", "10"))
 CANVAS_SLICE_STEPS = int(os.environ.get("CANVAS_SLICE_STEPS", "5"))
 CANVAS_SLICE_SECONDS = float(os.environ.get("CANVAS_SLICE_SECONDS", "10"))
-CANVAS_SWEEP_SECONDS = float(os.environ.get("CANVAS_SWEEP_SECONDS", "30"))
+CANVAS_SWEEP_SECONDS = float(os.environ.get("CANVAS_SWEEP_SECONDS", "5"))
+# One run_slice task runs its conversation's next slices itself for this long before sending
+# the next one to the back of the queue: a busy run keeps its place, and no run holds a worker
+# slot much longer than this while others wait.
+CANVAS_TASK_SECONDS = float(os.environ.get("CANVAS_TASK_SECONDS", "30"))
+# run_slice's Celery time limits; unset, orchestration/tasks.py derives them from the slice
+# limits and the longest command a terminal call may run. Celery enforces them in the prefork
+# pool only (not threads): there the command and model timeouts bound a slice.
+CANVAS_SLICE_SOFT_TIME_LIMIT = float(os.environ.get("CANVAS_SLICE_SOFT_TIME_LIMIT") or 0) or None
+CANVAS_SLICE_TIME_LIMIT = float(os.environ.get("CANVAS_SLICE_TIME_LIMIT") or 0) or None
 CANVAS_MAX_ITERATIONS = int(os.environ.get("CANVAS_MAX_ITERATIONS", "100"))
 CANVAS_LLM_NUM_RETRIES = int(os.environ.get("CANVAS_LLM_NUM_RETRIES", "3"))
 CANVAS_LLM_TIMEOUT = float(os.environ.get("CANVAS_LLM_TIMEOUT", "120"))
@@ -208,6 +223,8 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-stalled-runs": {
         "task": "orchestration.sweep_runs",
         "schedule": CANVAS_SWEEP_SECONDS,
+        # A sweep that waited a whole period in the queue (the broker was down) is superseded.
+        "options": {"expires": CANVAS_SWEEP_SECONDS},
     }
 }
 

@@ -3,18 +3,54 @@ LiteLLM) is imported inside the task body so the web process never loads it."""
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
+from django.conf import settings
 
 from .notify_tasks import notify_webhook  # noqa: F401
+from .tools.terminal import MAX_TIMEOUT_SECONDS
+from .transient import TRANSIENT_FAULTS
+
+logger = logging.getLogger(__name__)
+
+SLICE_MAX_RETRIES = 30
+"""Waits (a queued run, a redelivery racing its original) and transient faults a slice message
+retries before it is dropped; the sweeper re-sends a dropped slice once it is due."""
 
 
-@shared_task(name="orchestration.run_slice", bind=True, acks_late=True, max_retries=None)
+def slice_time_limits() -> tuple[float, float]:
+    """(soft, hard) for run_slice: the place it keeps (CANVAS_TASK_SECONDS), then one more
+    slice whose last step may be a model call with all its retries followed by the longest
+    command the terminal allows, plus a margin. Past the soft limit the slice hands over; past
+    the hard one the process is killed and the sweeper revives the run when its lease ends."""
+    llm = settings.CANVAS_LLM_TIMEOUT * (settings.CANVAS_LLM_NUM_RETRIES + 1)
+    longest = settings.CANVAS_TASK_SECONDS + settings.CANVAS_SLICE_SECONDS + llm
+    soft = settings.CANVAS_SLICE_SOFT_TIME_LIMIT or longest + MAX_TIMEOUT_SECONDS + 60
+    hard = settings.CANVAS_SLICE_TIME_LIMIT or soft + 60
+    return soft, hard
+
+
+SOFT_TIME_LIMIT, TIME_LIMIT = slice_time_limits()
+
+
+@shared_task(
+    name="orchestration.run_slice", bind=True, acks_late=True,
+    soft_time_limit=SOFT_TIME_LIMIT, time_limit=TIME_LIMIT,
+    max_retries=SLICE_MAX_RETRIES, autoretry_for=TRANSIENT_FAULTS,
+    retry_backoff=1, retry_backoff_max=10, retry_jitter=True,
+)  # fmt: skip
 def run_slice(self, conversation_id: str, slice_id: str) -> None:
     from .runner import run_slice as run
 
-    wait = run(conversation_id, slice_id)
-    if wait is not None:
-        raise self.retry(countdown=wait)
+    wait = run(conversation_id, slice_id, keep_place_for=settings.CANVAS_TASK_SECONDS)
+    if wait is None:
+        return
+    if self.request.retries >= self.max_retries:
+        logger.warning("slice %s of conversation %s gave up waiting; the sweeper re-sends it",
+                       slice_id, conversation_id)  # fmt: skip
+        return
+    raise self.retry(countdown=wait)
 
 
 @shared_task(name="orchestration.sweep_runs", ignore_result=True)

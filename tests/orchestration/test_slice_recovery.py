@@ -109,3 +109,34 @@ def test_a_slice_survives_a_dropped_database_connection_at_claim(broker):
         admin.execute("SELECT pg_terminate_backend(%s)", [pid])
     assert run_slice(conversation_id, slice_id) is None
     assert kinds(conversation)[-1] == "run.finished"
+
+
+def test_a_busy_run_keeps_its_place_slice_after_slice(broker, settings):
+    settings.CANVAS_SLICE_STEPS = 1
+    conversation = services.conversation_create(
+        owner=None, model="scripted",
+        prompt=script(*[{"tool": "think", "args": {"thought": str(i)}} for i in range(3)],
+                      {"say": "done"}),
+    )  # fmt: skip
+    ((conversation_id, slice_id),) = broker
+    broker.clear()
+    assert run_slice(conversation_id, slice_id, keep_place_for=30) is None
+    # Four slices of one step each ran in this call; none went back through the queue.
+    assert kinds(conversation)[-1] == "run.finished"
+    assert broker == []
+    assert run_slice(conversation_id, slice_id) is None  # the first slice's duplicate: no-op
+    assert kinds(conversation).count("run.finished") == 1
+
+
+def test_a_run_past_its_place_budget_goes_to_the_back_of_the_queue(broker, settings):
+    settings.CANVAS_SLICE_STEPS = 1
+    services.conversation_create(
+        owner=None, model="scripted",
+        prompt=script({"tool": "think", "args": {"thought": "a"}}, {"say": "done"}),
+    )  # fmt: skip
+    ((conversation_id, slice_id),) = broker
+    broker.clear()
+    assert run_slice(conversation_id, slice_id, keep_place_for=0) is None
+    ((_, next_slice),) = broker
+    assert next_slice != slice_id
+    assert Conversation.objects.get(pk=conversation_id).run_slice == next_slice

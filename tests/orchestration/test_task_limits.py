@@ -1,0 +1,41 @@
+"""Celery hygiene: a run_slice task past its hard time limit is killed, and the sweeper revives
+its run (issue 9). Celery enforces time limits in the prefork pool, so this worker uses it."""
+
+import pytest
+
+from conversations import store
+from conversations.events import ObservationEvent
+from conversations.models import Conversation
+from orchestration import services
+from tests.conftest import wait_for
+from tests.runs import script
+
+pytestmark = pytest.mark.worker
+
+PREFORK = {"CANVAS_WORKER_POOL": "prefork", "CANVAS_WORKER_CONCURRENCY": "2"}
+"""Through the settings: Celery takes its configured pool over `-P prefork`, the CLI default."""
+
+
+@pytest.mark.timeout(120)
+def test_a_slice_past_its_hard_time_limit_leaves_a_run_the_sweeper_revives(start_worker):
+    worker = start_worker(
+        beat=True, pool_args=(),
+        extra_env={**PREFORK, "CANVAS_SLICE_TIME_LIMIT": "4", "CANVAS_SLICE_SOFT_TIME_LIMIT": "4",
+                   "CANVAS_LEASE_SECONDS": "2", "CANVAS_SWEEP_SECONDS": "1"},
+    )  # fmt: skip
+    conversation = services.conversation_create(
+        owner=None, model="scripted",
+        prompt=script(
+            {"tool": "terminal", "args": {"command": "sleep 40; echo slept", "timeout": 60}},
+            {"tool": "finish", "args": {"message": "revived"}},
+        ),
+    )  # fmt: skip
+    wait_for(
+        lambda: Conversation.objects.get(pk=conversation.pk).status == "finished",
+        60, message="the run to be revived and finish",
+    )  # fmt: skip
+    events = [s.event for s in store.load(conversation.pk)]
+    (result, _finish) = [e for e in events if isinstance(e, ObservationEvent)]
+    assert result.tool == "terminal" and result.interrupted and "slept" not in result.content
+    assert [e.type for e in events].count("run.finished") == 1
+    assert "Hard time limit (4" in worker.log_path.read_text()
