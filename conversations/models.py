@@ -71,8 +71,13 @@ class Conversation(models.Model):
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["status", "lease_expires_at"]),
-            # The sweeper's other half: running slices never claimed (sweep.py).
-            models.Index(fields=["status", "run_slice_due_at"], name="conversation_slice_due"),
+            # The sweeper's other half: running slices nobody has claimed (sweep.py). Partial:
+            # only the few rows between slices, not every row holding a lease.
+            models.Index(
+                fields=["run_slice_due_at"],
+                condition=models.Q(status="running", lease_token__isnull=True),
+                name="conversation_unclaimed_due",
+            ),
         ]
 
     def __str__(self) -> str:
