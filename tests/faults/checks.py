@@ -19,11 +19,11 @@ SIDE_FILE = "side.log"
 
 
 def marked_command(marker: str, name: str, seconds: float) -> str:
-    """A terminal command that brackets its work with start/end lines in the side file and
-    carries `marker` on its command line."""
+    """A terminal command that brackets its work with start/end lines in the side file; its
+    sleep carries `marker` as its process name (`exec -a`), which /proc shows."""
     return (
-        f"echo 'start {name}' >> {SIDE_FILE}; sleep {seconds}; echo 'end {name}' >> {SIDE_FILE}"
-        f" # {marker}"
+        f"echo 'start {name}' >> {SIDE_FILE}; (exec -a {marker}-{name} sleep {seconds}); "
+        f"echo 'end {name}' >> {SIDE_FILE}"
     )
 
 

@@ -65,9 +65,8 @@ class Stack:
 
     database = TEST_DATABASE
 
-    def start_worker(
-        self, pool: tuple[str, ...] = ("-P", "threads", "-c", "4"), **env: str
-    ) -> FaultWorker:
+    def start_worker(self, pool: str = "threads", concurrency: int = 4, **env: str) -> FaultWorker:
+        # The pool is set through the settings: Celery prefers them over `-P` and `-c`.
         worker = FaultWorker(
             self.tmp,
             {
@@ -75,10 +74,11 @@ class Stack:
                 "REDIS_URL": self.redis.url,
                 "CANVAS_WORKSPACES_ROOT": str(self.settings.CANVAS_WORKSPACES_ROOT),
                 "CANVAS_STATE_ROOT": str(self.settings.CANVAS_STATE_ROOT),
+                "CANVAS_WORKER_POOL": pool,
+                "CANVAS_WORKER_CONCURRENCY": str(concurrency),
                 **FAST_RECOVERY,
                 **env,
             },
-            pool,
         )
         self.workers.append(worker)
         return worker.start()

@@ -88,12 +88,12 @@ def broker_app(redis: PrivateRedis) -> Celery:
 class FaultWorker:
     """A `celery -A canvas worker` (with beat: the sweeper) on the private services."""
 
-    def __init__(self, tmp: Path, env: dict[str, str], pool: tuple[str, ...]) -> None:
+    def __init__(self, tmp: Path, env: dict[str, str]) -> None:
         self.ready_file = tmp / f"worker-{uuid.uuid4().hex}.ready"
         self.log_path = tmp / f"{self.ready_file.stem}.log"
         self.env = {**os.environ, **env, "CANVAS_WORKER_READY_FILE": str(self.ready_file)}
         self.argv = [
-            sys.executable, "-m", "celery", "-A", "canvas", "worker", *pool, "-l", "WARNING",
+            sys.executable, "-m", "celery", "-A", "canvas", "worker", "-l", "WARNING",
             "-n", f"{self.ready_file.stem}@%h", "-B", "-s", str(tmp / f"{self.ready_file.stem}.beat"),
             "--without-heartbeat", "--without-mingle", "--without-gossip",
         ]  # fmt: skip
