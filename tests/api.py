@@ -13,7 +13,10 @@ def client_for(user) -> Client:
     return Client(headers={"Authorization": f"Bearer {api_token_create(user=user)[1]}"})
 
 
-def send(client: Client, method: str, url: str, body=None):
+def send(client: Client, method: str, url: str, body=None, headers: dict | None = None):
     return getattr(client, method)(
-        url, data=json.dumps(body) if body is not None else None, content_type="application/json"
+        url,
+        data=json.dumps(body) if body is not None else None,
+        content_type="application/json",
+        headers=headers,
     )

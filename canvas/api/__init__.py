@@ -86,7 +86,7 @@ def _throttled(request: HttpRequest, exc: Throttled) -> HttpResponse:
 
 def _field(loc) -> str | None:
     parts = [str(p) for p in loc]
-    while parts and parts[0] in {"body", "query", "path"}:  # where, not what
+    while parts and parts[0] in {"body", "query", "path", "header"}:  # where, not what
         parts.pop(0)
     return ".".join(parts) or None
 

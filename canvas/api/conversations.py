@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from django.http import HttpRequest
-from ninja import Router, Schema, Status
+from django.http import HttpRequest, HttpResponse
+from ninja import Header, Router, Schema, Status
 from pydantic import Field
 
 from common.inputs import Id, Int, Key, Money, Offset, Text
@@ -16,10 +16,21 @@ from conversations.models import Conversation
 from orchestration import approvals, services
 
 from ..access import Action, conversation_for, conversations_visible_to
-from . import ERRORS
+from . import ERRORS, ErrorOut
+from .idempotency import HEADER, MAX_KEY_CHARS, Answer, answer_once
 
 router = Router(tags=["conversations"])
 MAX_PAGE = 1000
+
+IdempotencyKey = Annotated[
+    Text(MAX_KEY_CHARS, min_length=1) | None,
+    Header(
+        alias=HEADER,
+        description="Your name for this request. Sent again with the same body within 24"
+        " hours, it gets the first answer (marked `Idempotent-Replayed: true`) and nothing is"
+        " done twice; with another body or path it is a 422.",
+    ),
+]
 
 
 class ConversationIn(Schema):
@@ -89,22 +100,33 @@ def _out(c: Conversation) -> dict[str, Any]:
     }
 
 
-@router.post("", response={201: ConversationOut, **ERRORS})
-def conversation_create(request: HttpRequest, body: ConversationIn):
-    conversation = services.conversation_create(
-        owner=request.user,
-        prompt=body.prompt,
-        model=body.model,
-        workspace=body.workspace,
-        title=body.title,
-        max_iterations=body.max_iterations,
-        team=body.team,
-        confirmation_mode=body.confirmation_mode,
-        risk_threshold=body.risk_threshold,
-        max_cost_usd=body.max_cost_usd,
-        tools=body.tools,
-    )
-    return Status(201, _out(conversation))
+def _reply(answer: Answer, response: HttpResponse) -> Status:
+    if answer.replayed:
+        response["Idempotent-Replayed"] = "true"
+    return Status(answer.status, answer.body)
+
+
+@router.post("", response={201: ConversationOut, **ERRORS, 422: ErrorOut})
+def conversation_create(
+    request: HttpRequest, body: ConversationIn, response: HttpResponse, key: IdempotencyKey = None
+):
+    def create() -> tuple[int, dict[str, Any]]:
+        conversation = services.conversation_create(
+            owner=request.user,
+            prompt=body.prompt,
+            model=body.model,
+            workspace=body.workspace,
+            title=body.title,
+            max_iterations=body.max_iterations,
+            team=body.team,
+            confirmation_mode=body.confirmation_mode,
+            risk_threshold=body.risk_threshold,
+            max_cost_usd=body.max_cost_usd,
+            tools=body.tools,
+        )
+        return 201, _out(conversation)
+
+    return _reply(answer_once(request, key, create), response)
 
 
 @router.get("", response={200: list[ConversationOut], **ERRORS})
@@ -135,14 +157,24 @@ def conversation_events(
     }
 
 
-@router.post("/{conversation_id}/messages", response={201: dict, **ERRORS})
-def conversation_message(request: HttpRequest, conversation_id: Key, body: MessageIn):
+@router.post("/{conversation_id}/messages", response={201: dict, **ERRORS, 422: ErrorOut})
+def conversation_message(
+    request: HttpRequest,
+    conversation_id: Key,
+    body: MessageIn,
+    response: HttpResponse,
+    key: IdempotencyKey = None,
+):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
-    seq = services.conversation_post_message(
-        conversation_id=conversation.pk, text=body.text, sender=request.user
-    )
-    conversation.refresh_from_db()
-    return Status(201, {"seq": seq, "status": conversation.status})
+
+    def post() -> tuple[int, dict[str, Any]]:
+        seq = services.conversation_post_message(
+            conversation_id=conversation.pk, text=body.text, sender=request.user
+        )
+        conversation.refresh_from_db()
+        return 201, {"seq": seq, "status": conversation.status}
+
+    return _reply(answer_once(request, key, post), response)
 
 
 class RunIn(Schema):

@@ -252,7 +252,7 @@ def _request(api: Client, world: dict, field, value) -> dict:
     method, path, where, name, _ = field
     fillers = {p: str(world.get(p.removesuffix("_id"), "1" if p.endswith("_id") else "x"))
                for p in re.findall(r"{(\w+)}", path)}  # fmt: skip
-    body = None
+    body, headers = None, {}
     if where == "path":
         fillers[name] = quote(value)
     url = path.format(**fillers)
@@ -260,9 +260,11 @@ def _request(api: Client, world: dict, field, value) -> dict:
         url += "?" + urlencode({name: value})
     elif where == "body":
         body = {name: value}
+    elif where == "header":
+        headers[name] = value
     if body is None and method in ("post", "put", "patch"):
         body = {}
-    response = send(api, method, url, body)
+    response = send(api, method, url, body, headers=headers)
     assert response.status_code == 400, (response.status_code, response.content[:500])
     return response.json()
 
