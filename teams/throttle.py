@@ -15,6 +15,7 @@ the block is audited.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Any
@@ -22,12 +23,19 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 from django.dispatch import receiver
+from redis.exceptions import RedisError
 
 from common.errors import ServiceError
 
 from .audit import audit_record
 
 LOCKOUT_KIND = "auth.lockout"
+CACHE_DOWN = (RedisError, OSError)
+"""A shared cache that is down fails the token throttle open: refusing every API call while
+Redis restarts would turn a brief outage into a full one (logins stay locked by axes, in the
+database)."""
+
+logger = logging.getLogger(__name__)
 
 
 class Throttled(ServiceError):
@@ -66,7 +74,11 @@ def _block_key(address: str) -> str:
 
 def token_throttle_check(address: str) -> None:
     """Raise Throttled while the address is blocked."""
-    until = cache.get(_block_key(address))
+    try:
+        until = cache.get(_block_key(address))
+    except CACHE_DOWN as exc:
+        logger.warning("token throttle skipped: the cache is unreachable (%s)", exc)
+        return
     if until is not None and until > time.time():
         retry = max(1, math.ceil(until - time.time()))
         raise Throttled(
@@ -77,6 +89,13 @@ def token_throttle_check(address: str) -> None:
 
 def token_failure_record(address: str) -> None:
     """Count one bad token from the address; the one that reaches the limit blocks it."""
+    try:
+        _count_failure(address)
+    except CACHE_DOWN as exc:
+        logger.warning("bad token not counted: the cache is unreachable (%s)", exc)
+
+
+def _count_failure(address: str) -> None:
     cooloff = float(settings.CANVAS_TOKEN_COOLOFF_SECONDS)
     key = _failures_key(address)
     cache.add(key, 0, timeout=cooloff)  # the window starts with the first failure

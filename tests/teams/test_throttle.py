@@ -183,3 +183,23 @@ def test_production_counters_live_in_redis_shared_by_every_process(settings):
         caches["default"].delete_many(
             [f"throttle:token:blocked:{address}", f"throttle:token:failures:{address}"]
         )
+
+
+def test_an_unreachable_cache_fails_the_token_throttle_open(settings, user, api_token):
+    """Redis restarting must not turn every API call into an error: the throttle steps aside."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{port}/0",
+        }
+    }
+    client = Client()
+    good = client.get("/api/conversations", HTTP_AUTHORIZATION=f"Bearer {api_token}")
+    bad = client.get("/api/conversations", HTTP_AUTHORIZATION="Bearer not-a-token")
+    assert good.status_code == 200
+    assert bad.status_code == 401 and bad.json()["error"]
