@@ -146,7 +146,11 @@ class SliceRunner:
         execute, and a held action nobody decided (the person wrote a message instead) is
         refused. Anything else without a result was cut off by a dying worker: read-only tools
         are re-run, the rest get an observation saying they were interrupted.
+
+        First of all, a command a previous runner left running here is killed: nothing of
+        this run may act beside it.
         """
+        self.ctx.workspace.stop_leftovers()
         events = self.history.events
         decisions = {e.action_id: e for e in events if isinstance(e, ActionDecisionEvent)}
         started = {e.tool_call_id for e in events if isinstance(e, ActionStartedEvent)}

@@ -59,3 +59,8 @@ class Workspace(Protocol):
     def state_path(self, name: str) -> Path:
         """A file in the workspace's private state directory (never visible to the agent)."""
         ...
+
+    def stop_leftovers(self) -> int:
+        """Kill what commands a previous runner left running, before anything else runs;
+        returns how many it stopped."""
+        ...

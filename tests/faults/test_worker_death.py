@@ -1,0 +1,106 @@
+"""A worker killed mid-command: the command dies with it, sandboxed or not, and a new runner
+stops whatever a previous one left running before it runs anything."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from conversations.models import Conversation
+from orchestration import services
+from tests.conftest import wait_for
+from tests.runs import script
+from workspaces.local import workspace_for
+
+from .checks import (
+    SIDE_FILE,
+    Fault,
+    assert_log_whole,
+    assert_no_overlap,
+    assert_nothing_running,
+    marked_pids,
+)
+
+UNSANDBOXED = {"CANVAS_BWRAP": "/bin/false", "CANVAS_UNSANDBOXED_COMMANDS": "true"}
+
+
+def marked_command(marker: str, name: str, seconds: float) -> str:
+    """checks.marked_command, with the marker on a process's argv (`bash -c CODE $0`; two
+    commands, else bash execs the one): the terminal reads its command from a file, so a
+    marker in the command text is on no argv."""
+    return (
+        f"echo 'start {name}' >> {SIDE_FILE}; bash -c 'sleep {seconds}; true' {marker}; "
+        f"echo 'end {name}' >> {SIDE_FILE}"
+    )
+
+
+def status_of(conversation) -> str:
+    return Conversation.objects.get(pk=conversation.pk).status
+
+
+def side_lines(conversation) -> list[str]:
+    side = Path(conversation.workspace_path) / SIDE_FILE
+    return side.read_text().splitlines() if side.exists() else []
+
+
+@pytest.mark.parametrize("sandbox", ["sandboxed", "unsandboxed"])
+def test_a_killed_worker_takes_its_command_along_and_the_run_continues(stack, sandbox) -> None:
+    env = UNSANDBOXED if sandbox == "unsandboxed" else {}
+    conversation = services.conversation_create(
+        owner=None, model="scripted",
+        prompt=script(
+            {"tool": "terminal", "args": {"command": marked_command(stack.marker, "long", 30)}},
+            {"tool": "terminal", "args": {"command": marked_command(stack.marker, "next", 0.1)}},
+            {"tool": "finish", "args": {"message": "done"}},
+        ),
+    )  # fmt: skip
+    first = stack.start_worker(**env)
+    wait_for(
+        lambda: "start long" in side_lines(conversation) and marked_pids(stack.marker), 60, 0.05,
+        "the command to start",
+    )  # fmt: skip
+    fault = Fault.now(conversation.pk)
+    first.kill()  # the worker's main process only: nothing else signals the command
+    wait_for(lambda: not marked_pids(stack.marker), 5, 0.05, "the command to die with it")
+
+    stack.start_worker(**env)
+    recovered = fault.recovery(60)
+    wait_for(lambda: status_of(conversation) == "finished", 60, message=stack.logs())
+    events = assert_log_whole(conversation.pk)
+    long_call = next(e for e in events if e.type == "tool.call" and "long" in e.arguments)
+    result = next(e for e in events if e.type == "tool.result" and e.tool_call_id == long_call.tool_call_id)  # fmt: skip
+    assert result.interrupted
+    assert assert_no_overlap(Path(conversation.workspace_path)) == [
+        "start long", "start next", "end next",
+    ]  # fmt: skip
+    assert_nothing_running(stack.marker)
+    print(f"kill -9 of a worker mid-command ({sandbox}): run continued after {recovered:.1f}s")
+
+
+def test_a_new_runner_stops_a_command_its_predecessor_left_before_running_anything(stack) -> None:
+    """The death signal cannot catch this one: the old runner's process is alive (its lease was
+    taken over), so its command would run on beside the new runner's."""
+    conversation = services.conversation_create(
+        owner=None, model="scripted",
+        prompt=script(
+            {"tool": "terminal", "args": {"command": marked_command(stack.marker, "next", 0.1)}},
+            {"tool": "finish", "args": {"message": "done"}},
+        ),
+    )  # fmt: skip
+    old = workspace_for(str(conversation.pk), conversation.workspace_path)
+    leftover = threading.Thread(
+        target=old.run, args=(marked_command(stack.marker, "old", 20),), kwargs={"timeout": 60}
+    )
+    leftover.start()
+    wait_for(lambda: "start old" in side_lines(conversation), 30, 0.05, "the old command")
+
+    stack.start_worker()
+    wait_for(lambda: status_of(conversation) == "finished", 60, message=stack.logs())
+    leftover.join(30)  # 20 s when nobody stops it, and then it writes `end old`
+    assert_log_whole(conversation.pk)
+    assert assert_no_overlap(Path(conversation.workspace_path)) == [
+        "start old", "start next", "end next",
+    ]  # fmt: skip
+    assert_nothing_running(stack.marker)
