@@ -37,7 +37,10 @@ def assert_log_whole(conversation_id) -> list:
     assert seqs == list(range(1, len(seqs) + 1)), f"seqs have gaps or repeats: {seqs}"
     calls = [e.tool_call_id for e in events if e.type == "tool.call"]
     results = [e.tool_call_id for e in events if e.type == "tool.result"]
-    assert sorted(calls) == sorted(results), f"calls {calls} vs results {results}"
+    assert sorted(calls) == sorted(results), f"calls {calls} vs results {results}:\n" + "\n".join(
+        f"{seq} {e.type} {getattr(e, 'tool_call_id', '')} {str(getattr(e, 'content', ''))[:60]!r}"
+        for seq, e in zip(seqs, events, strict=False)
+    )
     assert len(set(calls)) == len(calls), "a tool call id repeats"
     return events
 
