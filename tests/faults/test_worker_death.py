@@ -3,6 +3,8 @@ stops whatever a previous one left running before it runs anything."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from pathlib import Path
 
@@ -45,8 +47,24 @@ def side_lines(conversation) -> list[str]:
     return side.read_text().splitlines() if side.exists() else []
 
 
-@pytest.mark.parametrize("sandbox", ["sandboxed", "unsandboxed"])
-def test_a_killed_worker_takes_its_command_along_and_the_run_continues(stack, sandbox) -> None:
+def runner_process(pid: int) -> int:
+    """The process that started command `pid`: its nearest Celery ancestor (the worker with
+    the threads pool, a pool process with prefork)."""
+    while b"celery" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return pid
+
+
+@pytest.mark.parametrize(
+    "sandbox,pool",
+    [("sandboxed", "threads"), ("unsandboxed", "threads"), ("sandboxed", "prefork"),
+     ("unsandboxed", "prefork")],
+)  # fmt: skip
+def test_a_killed_runner_takes_its_command_along_and_the_run_continues(
+    stack, sandbox, pool
+) -> None:
+    """kill -9 of the process running the slice: the whole worker with the threads pool, the
+    pool process with prefork (the worker lives on and runs the recovery itself)."""
     env = UNSANDBOXED if sandbox == "unsandboxed" else {}
     conversation = services.conversation_create(
         owner=None, model="scripted",
@@ -56,16 +74,21 @@ def test_a_killed_worker_takes_its_command_along_and_the_run_continues(stack, sa
             {"tool": "finish", "args": {"message": "done"}},
         ),
     )  # fmt: skip
-    first = stack.start_worker(**env)
-    wait_for(
+    first = stack.start_worker(pool, **env)
+    pids = wait_for(
         lambda: "start long" in side_lines(conversation) and marked_pids(stack.marker), 60, 0.05,
         "the command to start",
     )  # fmt: skip
+    runner = runner_process(pids[0])
     fault = Fault.now(conversation.pk)
-    first.kill()  # the worker's main process only: nothing else signals the command
+    if runner == first.pid:
+        first.kill()  # the worker's main process only: nothing else signals the command
+    else:
+        os.kill(runner, signal.SIGKILL)
     wait_for(lambda: not marked_pids(stack.marker), 5, 0.05, "the command to die with it")
 
-    stack.start_worker(**env)
+    if runner == first.pid:
+        stack.start_worker(pool, **env)
     recovered = fault.recovery(60)
     wait_for(lambda: status_of(conversation) == "finished", 60, message=stack.logs())
     events = assert_log_whole(conversation.pk)
@@ -76,7 +99,7 @@ def test_a_killed_worker_takes_its_command_along_and_the_run_continues(stack, sa
         "start long", "start next", "end next",
     ]  # fmt: skip
     assert_nothing_running(stack.marker)
-    print(f"kill -9 of a worker mid-command ({sandbox}): run continued after {recovered:.1f}s")
+    print(f"kill -9 mid-command ({sandbox}, {pool}): run continued after {recovered:.1f}s")
 
 
 def test_a_new_runner_stops_a_command_its_predecessor_left_before_running_anything(stack) -> None:
