@@ -394,7 +394,9 @@ def _collect(
             if eof:  # the shell closed its output but may still be running
                 if exited:
                     break
-                time.sleep(min(remaining, 0.05))
+                # Output ends a moment before the leader does: wait for it, not a fixed nap.
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(min(remaining, 0.05))
             elif select.select([fd], [], [], 0.05 if exited else min(remaining, 0.2))[0]:
                 chunk = os.read(fd, 65536)
                 eof = not chunk
