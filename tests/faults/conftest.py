@@ -26,8 +26,6 @@ from .stack import (
     on_database,
 )
 
-pytestmark = pytest.mark.worker
-
 
 @pytest.fixture(scope="session")
 def fault_redis() -> Iterator[PrivateRedis]:

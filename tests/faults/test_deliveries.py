@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from conversations.models import Conversation
 from orchestration import services
 from orchestration.dispatch import RUN_SLICE_TASK
@@ -12,6 +14,8 @@ from tests.conftest import wait_for
 from tests.runs import script
 
 from .checks import assert_log_whole, assert_no_overlap, assert_nothing_running, marked_command
+
+pytestmark = pytest.mark.worker
 
 
 def status_of(conversation) -> str:

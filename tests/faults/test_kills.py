@@ -26,6 +26,8 @@ from .checks import (
     marked_pids,
 )
 
+pytestmark = pytest.mark.worker
+
 RECOVERY_TARGET = 10.0
 """Seconds, with a 2 s lease and a 1 s sweep (stack.FAST_RECOVERY)."""
 
@@ -106,6 +108,7 @@ def slow_model():
     """Turn 0 runs a command; the first request of turn 1 answers after a minute (the one the
     worker dies in), its retry at once; turn 2 finishes."""
     slow_once = threading.Event()
+    """Set when the slow request has arrived: the worker is now inside the model call."""
 
     def respond(request) -> Outcome:
         turn = assistant_turns(request)
@@ -122,6 +125,7 @@ def slow_model():
         return Outcome(tool="finish", args={"message": "done"})
 
     with FakeOpenAI(respond) as fake:
+        fake.slow_arrived = slow_once
         yield fake
 
 
@@ -130,13 +134,13 @@ def test_kill_9_of_a_worker_mid_llm_call(stack, slow_model):
     first = stack.start_worker(**model_env)
     stack.start_worker(**model_env)
     conversation = services.conversation_create(owner=None, model="openai/fake-model", prompt="go")
-    wait_for(lambda: slow_model.count >= 2, 60, message="the slow model call")
+    wait_for(slow_model.slow_arrived.is_set, 60, message="the slow model call")
     first.kill()
     fault = Fault.now(conversation.pk)
     seconds = fault.recovery()
     wait_for(lambda: status_of(conversation) == "finished", 60, message="the run to finish")
     events = assert_log_whole(conversation.pk)
     calls = [str(e.arguments) for e in events if e.type == "tool.call"]
-    assert sum("again" in c for c in calls) == 1 and not any("slow" in c for c in calls)
+    assert sum("again" in c for c in calls) == 1 and not any("slow" in c for c in calls), calls
     assert_no_overlap(Path(conversation.workspace_path))
     assert seconds < RECOVERY_TARGET, f"the run continued after {seconds:.1f}s"

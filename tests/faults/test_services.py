@@ -22,6 +22,8 @@ from .checks import (
     marked_command,
 )
 
+pytestmark = pytest.mark.worker
+
 RECOVERY_TARGET = 10.0
 """Seconds the run may stand still, with a 2 s lease and a 1 s sweep (stack.FAST_RECOVERY)."""
 
