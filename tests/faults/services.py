@@ -98,8 +98,11 @@ class PrivatePostgres:
 
     def start(self) -> PrivatePostgres:
         options = (
+            # fsync off is safe for a crash of Postgres alone (the OS keeps what it wrote);
+            # synchronous_commit must stay on: off, a crash loses commits it already
+            # acknowledged, and the runner rightly trusts an acknowledged append.
             f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.dir} -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+            "-c full_page_writes=off -c max_connections=200"
         )
         self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-o", options,
                   "-l", str(self.dir / "log"), "-w", "-t", "60", "start")  # fmt: skip

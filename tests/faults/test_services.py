@@ -85,9 +85,7 @@ def test_redis_goes_away_mid_run(stack, fault):
     assert_run_went_on(stack, conversation, hit)
 
 
-# "restart" (restart("immediate") at the same point) waits on a fix: the command in flight
-# sometimes runs twice while the log shows it once (issue 9, reported with the suite).
-@pytest.mark.parametrize("fault", ["terminate"])
+@pytest.mark.parametrize("fault", ["restart", "terminate"])
 def test_postgres_goes_away_mid_run(stack, fault):
     stack.start_worker(**EVERY_SLICE_THROUGH_THE_BROKER)
     stack.start_worker(**EVERY_SLICE_THROUGH_THE_BROKER)
