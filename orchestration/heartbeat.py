@@ -13,6 +13,11 @@ The keeper runs three daemon threads, whatever the number of slices:
 - the guard cancels a slice whose lease could not be renewed in time, `margin` seconds before
   the lease runs out, so its command is killed while the lease is still its own: a command
   never runs past its runner's lease, whatever the database does.
+- a slice held with time limits (`Heartbeat(..., limits=(soft, hard))`) is cancelled at its
+  soft limit and its lease is no longer renewed past its hard one, so it lapses and the sweeper
+  gives the run to another runner: the thread pool's stand-in for Celery's time limits, which
+  only the prefork pool enforces (a thread cannot be killed; the lease fence refuses whatever it
+  still tries to append).
 - the watcher (Redis only) listens for Interrupts (orchestration.interrupts) and cancels the
   matching slice at once; without it an Interrupt is still seen at the next renewal.
 """
@@ -62,6 +67,10 @@ class _Lease:
     valid_until: float
     """Monotonic time the lease surely lasts until: the last renewal's send time + the TTL."""
     renew_at: float
+    cancel_at: float | None = None
+    """The soft time limit: the slice is cancelled then (monotonic)."""
+    renew_until: float | None = None
+    """The hard time limit: the lease is not renewed past it (monotonic)."""
 
 
 @dataclass(eq=False)
@@ -72,12 +81,16 @@ class LeaseKeeper:
     _guard_wake: threading.Event = field(default_factory=threading.Event)
     _started: bool = False
 
-    def hold(self, conversation_id: str, token: str) -> _Lease:
+    def hold(
+        self, conversation_id: str, token: str, limits: tuple[float, float] | None = None
+    ) -> _Lease:
         now = time.monotonic()
         lease = _Lease(
             conversation_id=str(uuid.UUID(str(conversation_id))), token=token,
             cancel=threading.Event(), lost=threading.Event(),
             valid_until=now + settings.CANVAS_LEASE_SECONDS, renew_at=now + renew_interval(),
+            cancel_at=now + limits[0] if limits else None,
+            renew_until=now + limits[1] if limits else None,
         )  # fmt: skip
         with self._lock:
             self.leases[token] = lease
@@ -116,8 +129,13 @@ class LeaseKeeper:
     def _renew_loop(self) -> None:
         backoff = 0.05
         while True:
+            now = time.monotonic()
             with self._lock:
-                leases = [lease for lease in self.leases.values() if not lease.lost.is_set()]
+                leases = [
+                    lease for lease in self.leases.values()
+                    if not lease.lost.is_set()
+                    and (lease.renew_until is None or now < lease.renew_until)
+                ]  # fmt: skip
             if not leases:
                 _close_quietly()  # hold a connection only while holding leases
                 self._renew_wake.wait()
@@ -161,6 +179,12 @@ class LeaseKeeper:
             with self._lock:
                 leases = list(self.leases.values())
             for lease in leases:
+                late = lease.cancel_at is not None and now >= lease.cancel_at
+                if late and not lease.cancel.is_set():
+                    logger.warning(
+                        "slice of %s passed its time limit: cancelling it", lease.conversation_id
+                    )
+                    lease.cancel.set()
                 if now >= lease.valid_until - margin and not lease.cancel.is_set():
                     logger.warning(
                         "lease on %s not renewed in time: cancelling its slice",
@@ -169,8 +193,13 @@ class LeaseKeeper:
                     lease.cancel.set()
                 if now >= lease.valid_until:
                     lease.lost.set()
-            pending = [lease.valid_until - margin - now for lease in leases
-                       if not lease.cancel.is_set()]  # fmt: skip
+            pending = [
+                min(lease.valid_until - margin, lease.cancel_at or lease.valid_until) - now
+                for lease in leases
+                if not lease.cancel.is_set()
+            ]
+            # A cancelled slice still needs its `lost` set when the lease runs out.
+            pending += [lease.valid_until - now for lease in leases if not lease.lost.is_set()]
             self._guard_wake.wait(min([*pending, 1.0]) if pending else None)
             self._guard_wake.clear()
 
@@ -263,16 +292,20 @@ def interrupt_local(conversation_id: str) -> None:
 class Heartbeat:
     """Holds a slice's lease for the `with` block: see the module docstring."""
 
-    def __init__(self, conversation_id: str, token: str) -> None:
+    def __init__(
+        self, conversation_id: str, token: str, *, limits: tuple[float, float] | None = None
+    ) -> None:
+        """`limits`: (soft, hard) seconds for this slice (see the module docstring)."""
         self.conversation_id = conversation_id
         self.token = token
+        self.limits = limits
         self._keeper = lease_keeper()
         self._lease: _Lease | None = None
         self.cancel = threading.Event()
         self.lost = threading.Event()
 
     def __enter__(self) -> Heartbeat:
-        self._lease = self._keeper.hold(self.conversation_id, self.token)
+        self._lease = self._keeper.hold(self.conversation_id, self.token, self.limits)
         self.cancel, self.lost = self._lease.cancel, self._lease.lost
         return self
 

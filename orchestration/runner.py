@@ -58,6 +58,7 @@ from .notify import notify_status_on_commit
 from .profiles import UnknownProfileError, profile_get, profile_with_api_key
 from .prompt_check import prompt_check
 from .stuck import detect_stuck
+from .tasks import slice_time_limits
 from .tools.base import Tool, ToolContext, team_secrets, tool_schema
 from .tools.registry import tools_for
 from .transient import TRANSIENT_FAULTS, retry_transient
@@ -427,7 +428,9 @@ def _run_claimed(conversation_id: str, token: str, llm: LLMClient | None) -> boo
     """Run the steps of a claimed slice. False when it ended on a fault: the run then goes
     back through the queue (or, with the lease lost, to whoever holds it now)."""
     try:
-        with Heartbeat(conversation_id, token) as heartbeat:
+        # The task's time limits bound each slice too: Celery enforces them only in the
+        # prefork pool, the lease keeper in every pool (heartbeat.py).
+        with Heartbeat(conversation_id, token, limits=slice_time_limits()) as heartbeat:
             conversation = Conversation.objects.get(pk=conversation_id)
             SliceRunner(conversation, token, llm, heartbeat.cancel).run(
                 max_steps=settings.CANVAS_SLICE_STEPS,

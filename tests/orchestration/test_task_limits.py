@@ -39,3 +39,30 @@ def test_a_slice_past_its_hard_time_limit_leaves_a_run_the_sweeper_revives(start
     assert result.tool == "terminal" and result.interrupted and "slept" not in result.content
     assert [e.type for e in events].count("run.finished") == 1
     assert "Hard time limit (4" in worker.log_path.read_text()
+
+
+@pytest.mark.timeout(120)
+def test_in_the_threads_pool_the_lease_keeper_enforces_the_slice_limits(start_worker):
+    """Celery ignores time limits in the default threads pool: the slice is cancelled at its
+    soft limit (its command killed) and the run goes on."""
+    worker = start_worker(
+        beat=True, pool_args=(),
+        extra_env={"CANVAS_WORKER_POOL": "threads", "CANVAS_WORKER_CONCURRENCY": "4",
+                   "CANVAS_SLICE_SOFT_TIME_LIMIT": "3", "CANVAS_SLICE_TIME_LIMIT": "4",
+                   "CANVAS_LEASE_SECONDS": "2", "CANVAS_SWEEP_SECONDS": "1"},
+    )  # fmt: skip
+    conversation = services.conversation_create(
+        owner=None, model="scripted",
+        prompt=script(
+            {"tool": "terminal", "args": {"command": "sleep 40; echo slept", "timeout": 60}},
+            {"tool": "finish", "args": {"message": "went on"}},
+        ),
+    )  # fmt: skip
+    wait_for(
+        lambda: Conversation.objects.get(pk=conversation.pk).status == "finished",
+        30, message="the run to go on after its slice's limit",
+    )  # fmt: skip
+    events = [s.event for s in store.load(conversation.pk)]
+    (result, _finish) = [e for e in events if isinstance(e, ObservationEvent)]
+    assert result.tool == "terminal" and result.interrupted and "slept" not in result.content
+    assert "passed its time limit" in worker.log_path.read_text()
