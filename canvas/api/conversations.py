@@ -202,16 +202,6 @@ def conversation_pause(request: HttpRequest, conversation_id: Key):
     return Status(200, {"status": "paused"})
 
 
-class PendingOut(Schema):
-    action_id: str
-    tool: str
-    arguments: dict[str, Any] | str
-    risk: str
-    rules: list[str]
-    explanations: dict[str, str]
-    thought: str
-
-
 class RejectIn(Schema):
     reason: Text(2000) = ""
 
