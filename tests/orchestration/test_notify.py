@@ -221,24 +221,30 @@ def test_a_timeout_is_retried(
 
 
 def test_an_unreachable_webhook_never_raises_into_the_caller(
-    user, team, django_capture_on_commit_callbacks
+    user, team, caplog, django_capture_on_commit_callbacks
 ) -> None:
     # A port nothing listens on: bind one, remember it, close it.
     probe = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
     port = probe.server_address[1]
     probe.server_close()
     notification_set(by=user, team=team, url=f"http://127.0.0.1:{port}/x")
-    fire(team, django_capture_on_commit_callbacks)  # no exception
+    with caplog.at_level(logging.WARNING):
+        fire(team, django_capture_on_commit_callbacks)  # no exception
+    assert f"not delivered after {MAX_ATTEMPTS} attempts" in caplog.text
+    assert f"conversation {CONVERSATION}" in caplog.text
 
 
 def test_a_broken_broker_never_raises_into_the_caller(
-    team, secret, monkeypatch, django_capture_on_commit_callbacks
+    team, secret, monkeypatch, caplog, django_capture_on_commit_callbacks
 ) -> None:
     def down(**_):
         raise ConnectionError("broker down")
 
     monkeypatch.setattr(notify_webhook, "apply_async", down)
-    fire(team, django_capture_on_commit_callbacks)  # no exception
+    with caplog.at_level(logging.ERROR):
+        fire(team, django_capture_on_commit_callbacks)  # no exception
+    assert f"could not enqueue a notification for conversation {CONVERSATION}" in caplog.text
+    assert "broker down" in caplog.text
 
 
 # --- the SSRF guard at send time (common/netguard.py, common/safe_http.py) -------------------
