@@ -10,6 +10,7 @@ from conversations import store
 from conversations.models import Conversation
 from orchestration import approvals, services
 from orchestration.runner import run_slice
+from tests.conftest import wait_for
 from tests.orchestration.test_runner import drive
 from tests.runs import script
 
@@ -147,15 +148,12 @@ def test_a_new_message_while_waiting_refuses_the_undecided_action(user, dispatch
 def test_interrupt_stops_a_running_command_within_two_seconds(user, dispatched):
     import time
 
-    conversation = start(user, terminal("sleep 30"), {"say": "after"})
+    conversation = start(user, terminal("touch started.txt; sleep 30"), {"say": "after"})
     conversation_id, slice_id = dispatched.pop()
     worker = threading.Thread(target=run_slice, args=(conversation_id, slice_id))
     worker.start()
-    deadline = time.monotonic() + 10
-    while not any(e.type == "tool.call" for e in events(conversation)):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    time.sleep(0.3)
+    started = workspace(conversation) / "started.txt"  # the command is running
+    wait_for(started.exists, 10, 0.02, "the command to start")
     asked = time.monotonic()
     approvals.conversation_interrupt(conversation_id=conversation.pk, by=user)
     worker.join(10)
