@@ -2,19 +2,43 @@
 
 Every page, htmx endpoint, API route and websocket fetches conversations here. An object in a
 team the user is not in answers exactly like one that does not exist (NotFound → 404); a team
-member whose role is too weak gets Forbidden (403).
+member whose role is too weak gets Forbidden (403). Views turn both into Django's answers with
+`http_errors()`.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
 
 from common.errors import Forbidden, NotFound
 from conversations.models import Conversation
 from conversations.selectors import conversations_visible_to
 from teams.permissions import Action, ateam_role, role_allows, team_role
 
-__all__ = ["Action", "aconversation_for", "conversation_for", "conversations_visible_to"]
+__all__ = [
+    "Action",
+    "aconversation_for",
+    "conversation_for",
+    "conversations_visible_to",
+    "http_errors",
+]
+
+
+@contextmanager
+def http_errors() -> Iterator[None]:
+    """Inside a view: a service's NotFound answers 404 and its Forbidden 403, with the
+    service's detail; any other error passes through."""
+    try:
+        yield
+    except NotFound as exc:
+        raise Http404(exc.detail) from None
+    except Forbidden as exc:
+        raise PermissionDenied(exc.detail) from None
 
 
 def _pk(conversation_id: uuid.UUID | str) -> uuid.UUID:

@@ -14,13 +14,12 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from common.errors import Forbidden, InvalidInput, NotFound, ServiceError
+from common.errors import InvalidInput, ServiceError
 from teams import hooks, notifications
 from teams.models import (
     HOOK_TIMEOUT_MAX,
@@ -34,6 +33,8 @@ from teams.models import (
 from teams.permissions import Action
 from teams.policies import policy_for_team, policy_update
 from teams.services import team_get_for
+
+from .access import http_errors
 
 TEMPLATE = "canvas/team_hooks.html"
 
@@ -76,12 +77,8 @@ class SandboxForm(forms.Form):
 
 
 def _team(request: HttpRequest, team_id: int) -> Team:
-    try:
+    with http_errors():
         return team_get_for(request.user, team_id, Action.ADMINISTER)
-    except NotFound as exc:
-        raise Http404(exc.detail) from None
-    except Forbidden as exc:
-        raise PermissionDenied(exc.detail) from None
 
 
 def _hook_form(hook: Hook) -> HookForm:

@@ -13,7 +13,6 @@ from urllib.parse import urlencode, urlsplit
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
@@ -26,13 +25,14 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
-from common.errors import Forbidden, InvalidInput, NotFound, ServiceError
+from common.errors import InvalidInput, NotFound, ServiceError
 from teams import services
 from teams.audit import audit_records
 from teams.models import ApiToken, AuditRecord, Membership, Role, Team
 from teams.permissions import Action, role_allows, team_role
 from teams.tokens import api_token_create, api_token_revoke
 
+from .access import http_errors
 from .team_context import current_team_set, team_context
 from .team_forms import (
     AuditFilterForm,
@@ -52,12 +52,8 @@ AUDIT_PAGE_SIZE = 100
 
 
 def _team_or_error(request: HttpRequest, team_id: int, action: Action) -> Team:
-    try:
+    with http_errors():
         return services.team_get_for(request.user, team_id, action)
-    except NotFound as exc:
-        raise Http404(exc.detail) from None
-    except Forbidden as exc:
-        raise PermissionDenied(exc.detail) from None
 
 
 def _go(request: HttpRequest, url: str) -> HttpResponse:
@@ -186,10 +182,8 @@ def invitation_accept(request: HttpRequest, invitation_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def invitation_decline(request: HttpRequest, invitation_id: int) -> HttpResponse:
-    try:
+    with http_errors():
         services.invitation_decline(user=request.user, invitation_id=invitation_id)
-    except NotFound as exc:
-        raise Http404(exc.detail) from None
     messages.info(request, "Invitation declined.")
     return _go(request, reverse("team-index"))
 
@@ -406,10 +400,8 @@ def token_create(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
-    try:
+    with http_errors():  # someone else's token looks exactly like a missing one
         api_token_revoke(user=request.user, token_id=token_id)
-    except NotFound as exc:  # someone else's token looks exactly like a missing one
-        raise Http404(exc.detail) from None
     if not request.htmx:
         return redirect("token-list")
     return render(request, f"{TOKENS_TEMPLATE}#tokens", _tokens_context(request))

@@ -13,22 +13,21 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
-from common.errors import Forbidden, NotFound, ServiceError
+from common.errors import ServiceError
 from conversations import store
 from conversations.models import Conversation
 from orchestration import approvals, services
 from orchestration.workers import host_awaited
 from teams.permissions import role_allows, team_role
 
-from .access import Action, conversation_for, conversations_visible_to
+from .access import Action, conversation_for, conversations_visible_to, http_errors
 from .event_rows import ApprovalCard, approval_card, event_row, last_status, status_label
 from .forms import KNOWN_MODELS, ConversationCreateForm, MessageForm
 from .team_context import team_context
@@ -39,12 +38,8 @@ LIST_LIMIT = 200
 
 
 def _conversation_or_404(request: HttpRequest, conversation_id: uuid.UUID, action: Action):
-    try:
+    with http_errors():
         return conversation_for(request.user, conversation_id, action)
-    except NotFound as exc:
-        raise Http404(exc.detail) from None
-    except Forbidden as exc:
-        raise PermissionDenied(exc.detail) from None
 
 
 def _can_act(request: HttpRequest, conversation: Conversation) -> bool:
