@@ -121,6 +121,10 @@ else:
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# On Postgres an event append is one statement (conversations/store_postgres.py); off, it takes
+# the portable ORM path other databases use (the store tests run both).
+CANVAS_STORE_FAST_PATH = _env_bool("CANVAS_STORE_FAST_PATH", True)
+
 # Event appends run as prepared statements (conversations/store_postgres.py); off behind a
 # transaction-mode pooler that cannot carry them (PgBouncer before 1.21). The ORM's own
 # cursors bind on the client and never prepare, whatever the threshold.

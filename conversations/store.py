@@ -13,30 +13,20 @@ from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils.timezone import now
 
-from . import broadcast, redaction
-from .events import (
-    SCHEMA_VERSION,
-    AnyEvent,
-    BaseEvent,
-    RunStartedEvent,
-    StatusChangeEvent,
-    event_from_payload,
-    event_to_payload,
-    is_llm_step,
-)
+from . import broadcast
+from .events import SCHEMA_VERSION, AnyEvent, BaseEvent, event_from_payload, event_to_payload
 from .models import Conversation, ConversationEvent
+from .store_base import AppendedRows, StaleLeaseError, redact, row_delta
 from .store_postgres import append_rows
 
-
-class StaleLeaseError(RuntimeError):
-    """The caller's run lease is gone: another runner owns the conversation now."""
+__all__ = ["StaleLeaseError", "StoredEvent", "aload", "append", "load"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,38 +38,6 @@ class StoredEvent:
     def as_record(self) -> dict[str, Any]:
         """The API's shape: the event's fields plus its seq."""
         return {"seq": self.seq, **event_to_payload(self.event)}
-
-
-@dataclass(frozen=True, slots=True)
-class RowDelta:
-    """What a batch of events implies for the conversation row."""
-
-    status: str | None
-    tokens_in: int
-    tokens_out: int
-    cost_usd: Decimal
-    steps: int
-    run_started: bool
-
-
-def row_delta(events: Sequence[BaseEvent]) -> RowDelta:
-    status: str | None = None
-    tokens_in = tokens_out = steps = 0
-    cost = Decimal(0)
-    run_started = False
-    for event in events:
-        if isinstance(event, StatusChangeEvent):
-            status = event.status.value
-        elif isinstance(event, RunStartedEvent):
-            run_started = True
-        usage = getattr(event, "usage", None)
-        if usage is not None:
-            tokens_in += usage.prompt_tokens
-            tokens_out += usage.completion_tokens
-            cost += Decimal(str(usage.cost_usd))
-        if is_llm_step(event):
-            steps += 1
-    return RowDelta(status, tokens_in, tokens_out, cost, steps, run_started)
 
 
 def append(
@@ -100,42 +58,33 @@ def append(
     if not events:
         return []
     pk = uuid.UUID(str(conversation_id))
-    if connection.vendor == "postgresql" and FAST_PATH:
+    if connection.vendor == "postgresql" and settings.CANVAS_STORE_FAST_PATH:
         # The Postgres append is one statement, and one statement in autocommit is a
         # transaction of its own: BEGIN and COMMIT would be two more round trips. Inside an
         # outer transaction it still takes a savepoint, so a failure leaves the caller's
         # transaction usable, as the portable path does.
         savepoint = transaction.atomic() if connection.in_atomic_block else nullcontext()
         with savepoint:
-            events, payloads, seqs, created_at, status = append_rows(
-                pk, events, lease_token=lease_token, delta=row_delta(events)
-            )
+            written = append_rows(pk, events, lease_token=lease_token, delta=row_delta(events))
     else:
         with transaction.atomic():
-            events, payloads, seqs, created_at, status = _append_rows_orm(
-                pk, events, lease_token=lease_token
-            )
+            written = _append_rows_orm(pk, events, lease_token=lease_token)
     stored = [
-        StoredEvent(seq=seq, created_at=created_at, event=event)
-        for seq, event in zip(seqs, events, strict=True)
+        StoredEvent(seq=seq, created_at=written.created_at, event=event)
+        for seq, event in zip(written.seqs, written.events, strict=True)
     ]
-    records = [{"seq": seq, **payload} for seq, payload in zip(seqs, payloads, strict=True)]
+    records = [
+        {"seq": seq, **payload} for seq, payload in zip(written.seqs, written.payloads, strict=True)
+    ]
+    status = written.status
     # Runs at once when the append committed on its own, else after the outer commit.
     transaction.on_commit(lambda: broadcast.publish_events(pk, records, status=status))
     return stored
 
 
-FAST_PATH = True
-"""Postgres appends in one statement (see store_postgres); tests switch it off to prove the
-portable path behaves the same."""
-
-
-def redact(team_id: int, secrets_version: int, events: Sequence[BaseEvent]) -> list[BaseEvent]:
-    redactor = redaction.redactor_for_team(team_id, secrets_version)
-    return redactor.redact_events(events) if redactor is not None else list(events)
-
-
-def _append_rows_orm(pk: uuid.UUID, events: Sequence[BaseEvent], *, lease_token: str | None):
+def _append_rows_orm(
+    pk: uuid.UUID, events: Sequence[BaseEvent], *, lease_token: str | None
+) -> AppendedRows:
     """The portable path: lock the row, insert, update. Call inside a transaction."""
     # The team's secrets_version rides along on the locking read (the team row itself is
     # not locked), so a secret committed before this append is always redacted.
@@ -178,7 +127,7 @@ def _append_rows_orm(pk: uuid.UUID, events: Sequence[BaseEvent], *, lease_token:
         updates["run_steps"] = F("run_steps") + delta.steps
     Conversation.objects.filter(pk=pk).update(**updates)
     seqs = list(range(first, first + len(events)))
-    return events, payloads, seqs, created_at, status
+    return AppendedRows(events, payloads, seqs, created_at, status)
 
 
 def _to_stored(rows: Iterable[ConversationEvent]) -> list[StoredEvent]:
@@ -190,24 +139,22 @@ def _to_stored(rows: Iterable[ConversationEvent]) -> list[StoredEvent]:
     ]
 
 
+def _rows(conversation_id: uuid.UUID | str, after_seq: int, limit: int | None):
+    rows = ConversationEvent.objects.filter(
+        conversation_id=conversation_id, seq__gt=after_seq
+    ).order_by("seq")
+    return rows if limit is None else rows[:limit]
+
+
 def load(
     conversation_id: uuid.UUID | str, *, after_seq: int = 0, limit: int | None = None
 ) -> list[StoredEvent]:
     """Events with seq > after_seq in seq order, at most `limit` of them."""
-    rows = ConversationEvent.objects.filter(
-        conversation_id=conversation_id, seq__gt=after_seq
-    ).order_by("seq")
-    if limit is not None:
-        rows = rows[:limit]
-    return _to_stored(rows)
+    return _to_stored(_rows(conversation_id, after_seq, limit))
 
 
 async def aload(
     conversation_id: uuid.UUID | str, *, after_seq: int = 0, limit: int | None = None
 ) -> list[StoredEvent]:
-    rows = ConversationEvent.objects.filter(
-        conversation_id=conversation_id, seq__gt=after_seq
-    ).order_by("seq")
-    if limit is not None:
-        rows = rows[:limit]
-    return _to_stored([row async for row in rows])
+    """`load` for async callers: the same query, iterated without blocking the event loop."""
+    return _to_stored([row async for row in _rows(conversation_id, after_seq, limit)])

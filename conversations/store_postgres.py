@@ -15,7 +15,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime
-from functools import cache
+from functools import lru_cache
 
 import psycopg
 from django.conf import settings
@@ -24,9 +24,12 @@ from django.utils.timezone import now
 
 from .events import SCHEMA_VERSION, BaseEvent, event_to_payload
 from .models import Conversation
+from .store_base import AppendedRows, RowDelta, StaleLeaseError, redact
 
 MAX_TRIES = 5
 CACHED_CONVERSATIONS = 4096
+CACHED_STATEMENTS = 64
+"""Statement texts kept, one per batch size; batches rarely hold more than a few events."""
 
 _APPEND = """
 WITH conv AS (
@@ -75,7 +78,7 @@ def _team_of(pk: uuid.UUID, *, fresh: bool = False) -> tuple[int, int]:
     return row
 
 
-@cache
+@lru_cache(maxsize=CACHED_STATEMENTS)
 def _statement(count: int) -> str:
     values = ", ".join(f"(%(o{i})s::int, %(t{i})s::varchar, %(p{i})s::text)" for i in range(count))
     return _APPEND.format(values=values)
@@ -99,14 +102,14 @@ def _execute(sql: str, params: dict[str, object]) -> list[tuple]:
         return cursor.fetchall()
 
 
-def append_rows(pk: uuid.UUID, events: Sequence[BaseEvent], *, lease_token: str | None, delta):
-    """Write the events; returns (events as stored, payloads, seqs, created_at, status).
+def append_rows(
+    pk: uuid.UUID, events: Sequence[BaseEvent], *, lease_token: str | None, delta: RowDelta
+) -> AppendedRows:
+    """Write the events; returns them as stored with their payloads, seqs and status.
 
     Runs in autocommit (the statement is its own transaction) or inside the caller's. Raises
     Conversation.DoesNotExist or StaleLeaseError like the portable path.
     """
-    from .store import StaleLeaseError, redact
-
     created_at: datetime = now()
     fresh = False
     for _ in range(MAX_TRIES):
@@ -126,7 +129,8 @@ def append_rows(pk: uuid.UUID, events: Sequence[BaseEvent], *, lease_token: str 
         rows = _execute(_statement(len(payloads)), params)
         if rows:
             rows.sort()
-            return stored_events, payloads, [seq for seq, _ in rows], created_at, rows[0][1]
+            seqs = [seq for seq, _ in rows]
+            return AppendedRows(stored_events, payloads, seqs, created_at, rows[0][1])
         # Nothing written: the conversation is gone, the lease moved, or a secret changed.
         current = (
             Conversation.objects.filter(pk=pk)

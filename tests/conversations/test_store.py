@@ -19,10 +19,11 @@ from tests.factories import make_conversation
 
 
 @pytest.fixture(autouse=True, params=["one-statement", "portable"])
-def append_path(request, monkeypatch):
+def append_path(request, settings):
     """Every store test runs through both append paths: Postgres's single statement and the
     portable ORM path SQLite uses."""
-    monkeypatch.setattr(store, "FAST_PATH", request.param == "one-statement")
+    settings.CANVAS_STORE_FAST_PATH = request.param == "one-statement"
+    return settings.CANVAS_STORE_FAST_PATH
 
 
 @pytest.fixture
@@ -163,7 +164,7 @@ def test_postgres_appends_run_as_a_prepared_statement(append_path):
             " WHERE statement LIKE '%%INSERT INTO conversations_conversationevent%%'"
         )
         (prepared,) = cursor.fetchone()
-    assert prepared == (1 if store.FAST_PATH else 0)
+    assert prepared == (1 if append_path else 0)
 
 
 def test_append_with_a_stale_lease_writes_nothing(conversation):
