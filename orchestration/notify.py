@@ -3,8 +3,9 @@ needs a person or stopped: waiting for approval, finished, failed, stuck.
 
 The runner calls `notify_status_on_commit` while it records the status; nothing leaves before
 that transaction commits, and nothing at all for teams without a webhook (one indexed read).
-The Celery task (orchestration.notify_tasks) re-reads the URL and secret, so the secret never
-travels through the broker, and calls `webhook_deliver`. The reason and the title are
+The Celery task (orchestration.notify_tasks, which imports this module and never the other way
+round: it is enqueued by name) re-reads the URL and secret, so the secret never travels through
+the broker, and calls `webhook_deliver`. The reason and the title are
 redacted with the team's secrets before they are queued.
 
 The request is Slack-compatible JSON ({"text", "blocks"} plus our "conversation" object),
@@ -28,6 +29,7 @@ import time
 import uuid
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
@@ -39,6 +41,8 @@ from .outgoing import redact_for_team
 
 logger = logging.getLogger(__name__)
 
+NOTIFY_WEBHOOK_TASK = "orchestration.notify_webhook"
+"""The delivery task's name (orchestration.notify_tasks)."""
 TIMEOUT_SECONDS = 5.0
 MAX_TITLE_CHARS = 200
 MAX_REASON_CHARS = 500
@@ -84,9 +88,11 @@ def notify_status_on_commit(
 
 def _enqueue(kwargs: dict[str, Any]) -> None:
     try:
-        from .notify_tasks import notify_webhook
-
-        notify_webhook.apply_async(kwargs=kwargs)
+        task = current_app.tasks.get(NOTIFY_WEBHOOK_TASK)
+        if task is not None:  # registered: orchestration.tasks imports notify_tasks
+            task.apply_async(kwargs=kwargs)
+        else:
+            current_app.send_task(NOTIFY_WEBHOOK_TASK, kwargs=kwargs)
     except Exception:  # the broker being down must not surface in the committed caller
         logger.exception(
             "could not enqueue a notification for conversation %s", kwargs["conversation_id"]

@@ -9,7 +9,7 @@ from celery import shared_task
 
 from teams.crypto import SecretDecryptionError
 
-from .notify import RetryableDeliveryError, webhook_deliver
+from .notify import NOTIFY_WEBHOOK_TASK, RetryableDeliveryError, webhook_deliver
 
 logger = logging.getLogger(__name__)
 
@@ -19,7 +19,7 @@ BACKOFF_SECONDS = 5
 
 
 @shared_task(
-    name="orchestration.notify_webhook", bind=True, acks_late=True, ignore_result=True,
+    name=NOTIFY_WEBHOOK_TASK, bind=True, acks_late=True, ignore_result=True,
     max_retries=MAX_ATTEMPTS - 1,
 )  # fmt: skip
 def notify_webhook(
