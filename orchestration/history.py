@@ -21,6 +21,9 @@ from conversations.view import llm_view
 from .messages import extend_messages
 
 MAX_CACHED_CONVERSATIONS = 256
+MAX_CACHED_EVENTS = 100_000
+"""Events kept across all cached conversations (each keeps its whole log): least recently
+refreshed conversations go first, but never the one just refreshed."""
 
 
 @dataclass
@@ -58,7 +61,17 @@ def history_refresh(conversation_id: str) -> History:
     with _lock:
         history = _cache.pop(conversation_id, None) or History()
         _cache[conversation_id] = history
-        while len(_cache) > MAX_CACHED_CONVERSATIONS:
-            _cache.popitem(last=False)
     history.extend(store.load(conversation_id, after_seq=history.last_seq), conversation_id)
+    with _lock:
+        _evict()
     return history
+
+
+def _evict() -> None:
+    """Drop the least recently refreshed histories beyond the count or the event budget."""
+    cached_events = sum(len(history.events) for history in _cache.values())
+    while len(_cache) > 1 and (
+        len(_cache) > MAX_CACHED_CONVERSATIONS or cached_events > MAX_CACHED_EVENTS
+    ):
+        _, evicted = _cache.popitem(last=False)
+        cached_events -= len(evicted.events)
