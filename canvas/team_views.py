@@ -1,4 +1,4 @@
-"""Team, member, invitation, token and audit pages: parse, call one service, choose a template.
+"""Team, member, invitation and audit pages (API tokens: canvas.token_views): parse, call one service, choose a template.
 
 A team the user is not in answers 404; a role too weak for the page answers 403. A service
 refusing a write (400, 403, 409) is shown inline in the fragment that made the request, with
@@ -7,7 +7,6 @@ its status, and the response carries that status too.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -18,9 +17,7 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import Resolver404, resolve, reverse
-from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
@@ -28,9 +25,8 @@ from django_htmx.http import HttpResponseClientRedirect
 from common.errors import InvalidInput, NotFound, ServiceError
 from teams import services
 from teams.audit import audit_records
-from teams.models import ApiToken, AuditRecord, Membership, Role, Team
+from teams.models import AuditRecord, Membership, Role, Team
 from teams.permissions import Action, role_allows, team_role
-from teams.tokens import api_token_create, api_token_revoke
 
 from .access import http_errors
 from .team_context import current_team_set, team_context
@@ -41,12 +37,10 @@ from .team_forms import (
     MemberRoleForm,
     TeamCreateForm,
     TeamSwitchForm,
-    TokenCreateForm,
 )
 
 INDEX_TEMPLATE = "canvas/team_index.html"
 DETAIL_TEMPLATE = "canvas/team_detail.html"
-TOKENS_TEMPLATE = "canvas/tokens.html"
 AUDIT_TEMPLATE = "canvas/audit.html"
 AUDIT_PAGE_SIZE = 100
 
@@ -354,54 +348,3 @@ def team_audit(request: HttpRequest, team_id: int) -> HttpResponse:
         "kinds": _distinct(records, "kind"),
     }
     return render(request, _fragment(request, AUDIT_TEMPLATE, "audit-table"), context)
-
-
-# ---- Personal API tokens -----------------------------------------------------------------------
-
-
-def _tokens_context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
-    return {
-        "tokens": ApiToken.objects.filter(user=request.user),
-        "form": TokenCreateForm(),
-        "now": timezone.now(),
-        **extra,
-    }
-
-
-@login_required
-@require_GET
-def token_list(request: HttpRequest) -> HttpResponse:
-    return render(request, TOKENS_TEMPLATE, _tokens_context(request))
-
-
-@never_cache  # the answer holds the plain token: no cache may keep it
-@login_required
-@require_POST
-def token_create(request: HttpRequest) -> HttpResponse:
-    form = TokenCreateForm(request.POST)
-    if not form.is_valid():
-        context = _tokens_context(request, form=form)
-        return render(request, _fragment(request, TOKENS_TEMPLATE, "tokens"), context, status=400)
-    days = form.cleaned_data["expires_in_days"]
-    expires_at = timezone.now() + timedelta(days=days) if days else None
-    try:
-        token, raw = api_token_create(
-            user=request.user, name=form.cleaned_data["name"], expires_at=expires_at
-        )
-    except ServiceError as exc:
-        context = _tokens_context(request, form=form, notice=exc)
-        template = _fragment(request, TOKENS_TEMPLATE, "tokens")
-        return render(request, template, context, status=exc.status)
-    # Rendered straight into this response (no redirect): the plain token exists nowhere else.
-    context = _tokens_context(request, new_token=token, raw_token=raw)
-    return render(request, _fragment(request, TOKENS_TEMPLATE, "tokens"), context)
-
-
-@login_required
-@require_POST
-def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
-    with http_errors():  # someone else's token looks exactly like a missing one
-        api_token_revoke(user=request.user, token_id=token_id)
-    if not request.htmx:
-        return redirect("token-list")
-    return render(request, f"{TOKENS_TEMPLATE}#tokens", _tokens_context(request))

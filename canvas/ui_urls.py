@@ -5,7 +5,7 @@ from django.urls import path, register_converter
 
 from common.inputs import PathSegment
 
-from . import approval_views, hook_views, team_views, views
+from . import approval_views, hook_views, team_views, token_views, views
 
 register_converter(PathSegment, "segment")
 
@@ -35,7 +35,7 @@ urlpatterns = [
         views.conversation_pause,
         name="conversation-pause",
     ),
-    # Teams, members, the audit log and personal API tokens (canvas.team_views).
+    # Teams, members and the audit log (canvas.team_views); personal API tokens (token_views).
     path("teams/", team_views.team_index, name="team-index"),
     path("teams/new", team_views.team_create, name="team-create"),
     path("teams/switch", team_views.team_switch, name="team-switch"),
@@ -61,9 +61,9 @@ urlpatterns = [
     path("teams/<int:team_id>/members/role", team_views.member_set_role, name="team-member-role"),
     path("teams/<int:team_id>/members/remove", team_views.member_remove, name="team-member-remove"),
     path("teams/<int:team_id>/audit/", team_views.team_audit, name="team-audit"),
-    path("tokens/", team_views.token_list, name="token-list"),
-    path("tokens/new", team_views.token_create, name="token-create"),
-    path("tokens/<int:token_id>/revoke", team_views.token_revoke, name="token-revoke"),
+    path("tokens/", token_views.token_list, name="token-list"),
+    path("tokens/new", token_views.token_create, name="token-create"),
+    path("tokens/<int:token_id>/revoke", token_views.token_revoke, name="token-revoke"),
     # Approval cards, run control and the "Needs approval" page (canvas.approval_views).
     path(
         "conversations/<uuid:conversation_id>/actions/<segment:action_id>/approve",
