@@ -26,7 +26,7 @@ from conversations.events import (
     ValidationError,
     event_from_payload,
 )
-from orchestration.risk import RULES_BY_ID
+from orchestration.risk import rule_explanation
 
 if TYPE_CHECKING:
     from orchestration.approvals import PendingAction
@@ -69,11 +69,7 @@ class RuleNote:
 
 def rule_notes(rule_ids: list[str]) -> list[RuleNote]:
     """Rule ids with the analyzer's one-line reasons ("" for a rule this code does not know)."""
-    notes = []
-    for rule_id in rule_ids:
-        rule = RULES_BY_ID.get(rule_id)
-        notes.append(RuleNote(rule_id, rule.explanation if rule is not None else ""))
-    return notes
+    return [RuleNote(rule_id, rule_explanation(rule_id)) for rule_id in rule_ids]
 
 
 def status_label(status: str) -> str:
@@ -88,12 +84,9 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
 
 
-def _arguments(raw: str) -> tuple[dict[str, Any] | None, list[Argument]]:
-    try:
-        parsed = json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        return None, []
-    if not isinstance(parsed, dict):
+def _arguments(action: ActionEvent) -> tuple[dict[str, Any] | None, list[Argument]]:
+    parsed = action.parsed_arguments.as_object
+    if parsed is None:
         return None, []
     arguments = []
     for name, value in parsed.items():
@@ -107,7 +100,7 @@ def event_row(seq: int, event: AnyEvent) -> EventRow:
         return EventRow(seq=seq, event=event, kind="unknown", details=_pretty(event.payload))
     kind = _PARTIAL_KINDS.get(event.type, "unknown")
     if isinstance(event, ActionEvent):
-        parsed, arguments = _arguments(event.arguments)
+        parsed, arguments = _arguments(event)
         command = None
         if (
             parsed is not None

@@ -7,9 +7,12 @@ code does not know loads as `UnknownEvent` so old readers survive new writers.
 
 from __future__ import annotations
 
+import json
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -110,6 +113,32 @@ class AgentMessageEvent(BaseEvent):
     usage: Usage | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ParsedArguments:
+    """A tool call's raw argument string read as JSON: the value, or why it is not JSON.
+
+    Blank means no arguments (`{}`). Shared between readers: treat `value` as read-only."""
+
+    value: Any = None
+    """The parsed JSON value (any JSON type); None when `error` is set."""
+    error: json.JSONDecodeError | None = None
+
+    @property
+    def as_object(self) -> dict[str, Any] | None:
+        """The arguments when they are a JSON object, else None."""
+        return self.value if self.error is None and isinstance(self.value, dict) else None
+
+
+@lru_cache(maxsize=256)
+def _parse_arguments(raw: str) -> ParsedArguments:
+    # Keyed by the string, not stored on the event: a model_copy never carries a stale parse,
+    # and the cache stays bounded however many events a worker holds.
+    try:
+        return ParsedArguments(value=json.loads(raw) if raw.strip() else {})
+    except json.JSONDecodeError as exc:
+        return ParsedArguments(error=exc.with_traceback(None))
+
+
 class ActionEvent(BaseEvent):
     """A tool call the model asked for. Persisted before the tool runs."""
 
@@ -135,6 +164,11 @@ class ActionEvent(BaseEvent):
     """Ids of the analyzer rules the call tripped (orchestration.risk)."""
     requires_confirmation: bool = False
     """Held for a person's decision (ActionDecisionEvent) before it may run."""
+
+    @property
+    def parsed_arguments(self) -> ParsedArguments:
+        """`arguments` read as JSON, parsed once per distinct string (the one parser for it)."""
+        return _parse_arguments(self.arguments)
 
 
 class ObservationEvent(BaseEvent):

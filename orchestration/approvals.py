@@ -36,11 +36,10 @@ from conversations.selectors import (
 )
 from teams.audit import audit_record
 
-from .confirmation import parse_arguments
 from .dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
 from .interrupts import interrupt_publish_on_commit
 from .loop import rejected_observation, run_end_events
-from .risk import RULES_BY_ID
+from .risk import rule_explanation
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +87,9 @@ def pending_actions(conversation_id) -> list[PendingAction]:
             seq=seq,
             tool_call_id=action.tool_call_id,
             tool=action.tool,
-            arguments=parse_arguments(action.arguments) or action.arguments,
+            arguments=action.parsed_arguments.as_object or action.arguments,
             risk=action.risk or "MEDIUM",
-            rules=[
-                (rule, RULES_BY_ID[rule].explanation if rule in RULES_BY_ID else "")
-                for rule in action.risk_rules
-            ],
+            rules=[(rule, rule_explanation(rule)) for rule in action.risk_rules],
             thought=action.thought,
         )
         for seq, action in pending_in(_events(conversation_id))

@@ -7,28 +7,17 @@ above a threshold) decides whether it is held. Read-only tools never wait.
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from conversations.events import ActionEvent
 
 from .risk import Risk, analyze, effective_risk
 from .tools.base import SECURITY_RISK_ARGUMENT, Tool
 
 
-def parse_arguments(raw: str) -> dict[str, Any] | None:
-    try:
-        data = json.loads(raw or "{}")
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def assess(action: ActionEvent, tool: Tool | None, workspace_root: str | None) -> ActionEvent:
     """The action with its risk fields filled in."""
     if tool is None or tool.read_only:
         return action
-    arguments = parse_arguments(action.arguments) or {}
+    arguments = action.parsed_arguments.as_object or {}
     model_risk = Risk.parse(arguments.get(SECURITY_RISK_ARGUMENT))
     findings = analyze(action.tool, arguments, workspace_root)
     return action.model_copy(

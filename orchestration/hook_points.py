@@ -12,7 +12,6 @@ Call these from workers only: hooks run synchronously, up to their timeouts each
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,11 +99,11 @@ def _tool_payload(
 
 def _arguments_of(action: ActionEvent) -> Any:
     """PostToolUse has no parsed arguments from the caller; the raw string is JSON almost
-    always, and a hook gets it verbatim when it is not."""
-    try:
-        return json.loads(action.arguments)
-    except ValueError:
+    always, and a hook gets it verbatim when it is not (or is blank)."""
+    parsed = action.parsed_arguments
+    if parsed.error is not None or not action.arguments.strip():
         return action.arguments
+    return parsed.value
 
 
 def _failure_line(name: str, failure: str, *, fail_closed: bool) -> str:

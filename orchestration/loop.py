@@ -7,7 +7,6 @@ and correct. No tool call is ever left without a result.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -108,15 +107,14 @@ def execute_action(action: ActionEvent, tools: Mapping[str, Tool], ctx: ToolCont
     if tool is None:
         available = ", ".join(sorted(tools)) or "(none)"
         return _error(action, f"Unknown tool '{action.tool}'. Available tools: {available}.")
-    raw = action.arguments.strip() or "{}"
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
+    parsed = action.parsed_arguments
+    if (exc := parsed.error) is not None:
         return _error(
             action,
             f"Arguments for tool '{action.tool}' are not valid JSON ({exc.msg} at "
             f"position {exc.pos}). Send a JSON object matching the tool's schema.",
         )
+    data = parsed.value
     if not isinstance(data, dict):
         return _error(
             action,

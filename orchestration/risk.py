@@ -136,6 +136,13 @@ RULES: tuple[Rule, ...] = (
 
 RULES_BY_ID: Mapping[str, Rule] = {rule.id: rule for rule in RULES}
 
+
+def rule_explanation(rule_id: str) -> str:
+    """The rule's one-line reason; "" for a rule this code does not know (a newer writer's)."""
+    rule = RULES_BY_ID.get(rule_id)
+    return rule.explanation if rule is not None else ""
+
+
 _SENSITIVE_PATHS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("ssh-config-write", re.compile(r"(?:^|/)\.ssh(?:/|$)")),
     ("package-config-write", re.compile(r"(?:^|/)(?:\.npmrc|pip\.conf|\.pypirc)$")),

@@ -41,7 +41,7 @@ from workspaces.sandbox import UNSANDBOXED_SETTING, commands_unsandboxed
 
 from . import hook_points
 from .agent import AgentConfig
-from .confirmation import assess, needs_confirmation, parse_arguments
+from .confirmation import assess, needs_confirmation
 from .heartbeat import Heartbeat
 from .history import History, history_refresh
 from .lease import lease_claim, release
@@ -187,7 +187,7 @@ class SliceRunner:
             return True
         verdict = hook_points.pre_tool_use(
             team_id=self.team_id, conversation_id=self.conversation_id, action=action,
-            arguments=parse_arguments(action.arguments) or {}, cwd=self.workspace_root,
+            arguments=action.parsed_arguments.as_object or {}, cwd=self.workspace_root,
         )  # fmt: skip
         self._report_hook_failures(verdict)
         if not verdict.allowed:

@@ -35,10 +35,10 @@ class Stuck:
 
 
 def _action_key(action: ActionEvent) -> str:
-    try:
-        args = json.loads(action.arguments or "{}")
-    except ValueError:
+    parsed = action.parsed_arguments
+    if parsed.error is not None:
         return f"{action.tool}:{action.arguments}"
+    args = parsed.value
     if isinstance(args, dict):
         args = {k: v for k, v in args.items() if k not in IGNORED_ARGUMENTS}
     return f"{action.tool}:{json.dumps(args, sort_keys=True)}"
