@@ -85,3 +85,32 @@ def test_golden_v1_payloads_still_load():
         event = event_from_payload(row["type"], row["payload"])
         assert event.type == row["type"]
         assert event.id == row["payload"]["id"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "value", "as_object"),
+    [
+        ('{"command": "ls"}', {"command": "ls"}, {"command": "ls"}),
+        ("", {}, {}),
+        ("  ", {}, {}),
+        ("[1, 2]", [1, 2], None),
+        ('"text"', "text", None),
+    ],
+)
+def test_parsed_arguments_reads_the_raw_string_once(raw, value, as_object):
+    action = ActionEvent(tool_call_id="c1", tool="terminal", arguments=raw)
+    parsed = action.parsed_arguments
+    assert (parsed.value, parsed.error, parsed.as_object) == (value, None, as_object)
+    # One parse per distinct string, also for a copy with other fields changed.
+    assert action.model_copy(update={"risk": "LOW"}).parsed_arguments is parsed
+    assert "parsed_arguments" not in action.model_dump()
+
+
+def test_parsed_arguments_keeps_the_parse_error():
+    action = ActionEvent(tool_call_id="c1", tool="terminal", arguments='{"command": ')
+    parsed = action.parsed_arguments
+    assert parsed.value is None and parsed.as_object is None
+    assert isinstance(parsed.error, json.JSONDecodeError)
+    assert parsed.error.pos == len(action.arguments)
+    changed = action.model_copy(update={"arguments": '{"command": "ls"}'})
+    assert changed.parsed_arguments.as_object == {"command": "ls"}
