@@ -224,3 +224,14 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, message: s
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting: {message}")
+
+
+def holds_for(predicate, seconds: float, interval: float = 0.1, message: str = "") -> None:
+    """Assert that `predicate` stays true for `seconds`: the bounded wait of a test that
+    something does not happen. Wait for the condition that makes it sound first."""
+    deadline = time.monotonic() + seconds
+    while True:
+        assert predicate(), f"stopped holding within {seconds}s: {message}"
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(interval)

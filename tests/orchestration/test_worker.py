@@ -1,17 +1,18 @@
 """Runs through real Celery worker processes on Redis and Postgres."""
 
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from celery import current_app
 
 from conversations import store
 from conversations.events import ObservationEvent
 from conversations.models import Conversation, ConversationEvent
 from orchestration import services
-from orchestration.dispatch import RUN_SLICE_TASK
-from tests.conftest import wait_for
+from orchestration.dispatch import RUN_SLICE_TASK, host_queue
+from tests.conftest import holds_for, wait_for
 from tests.runs import script
 
 pytestmark = pytest.mark.worker
@@ -27,6 +28,18 @@ def seqs(conversation) -> list[int]:
         .order_by("seq")
         .values_list("seq", flat=True)
     )
+
+
+@pytest.fixture
+def broker(settings) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    yield client
+    client.close()
+
+
+def broker_idle(broker: redis.Redis) -> bool:
+    """No message waits in any queue and none is delivered but unacked (tasks ack late)."""
+    return broker.hlen("unacked") == 0 and not any(broker.scan_iter(_type="LIST"))
 
 
 def test_scripted_multi_step_run_finishes_on_a_worker(start_worker, settings):
@@ -61,20 +74,14 @@ def test_killed_worker_mid_tool_is_completed_by_a_new_worker(start_worker):
         model="scripted",
         prompt=script(
             {"tool": "terminal", "args": {"command": "echo started"}},
-            {"tool": "terminal", "args": {"command": "sleep 6; echo slept"}},
+            {"tool": "terminal", "args": {"command": "touch sleeping.txt; sleep 6; echo slept"}},
             {"tool": "terminal", "args": {"command": "echo resumed > after-kill.txt"}},
             {"tool": "finish", "args": {"message": "survived"}},
         ),
     )
 
-    def sleeping():
-        return any(
-            s.event.type == "tool.call" and "sleep 6" in s.event.arguments
-            for s in store.load(conversation.pk)
-        )
-
-    wait_for(sleeping, 60, message="the sleep action to be persisted")
-    time.sleep(0.5)
+    sleeping = Path(conversation.workspace_path) / "sleeping.txt"  # all a command may write
+    wait_for(sleeping.exists, 60, message="the sleep command to be running")
     first.kill()
     start_worker(beat=True, extra_env=fast_recovery)
     wait_for(lambda: status_of(conversation) == "finished", 90, message="recovery")
@@ -93,7 +100,7 @@ def test_killed_worker_mid_tool_is_completed_by_a_new_worker(start_worker):
     assert sum(1 for e in events if e.type == "tool.result") == 4
 
 
-def test_duplicate_task_delivery_runs_each_step_once(start_worker, dispatched):
+def test_duplicate_task_delivery_runs_each_step_once(start_worker, dispatched, broker):
     conversation = services.conversation_create(
         owner=None,
         model="scripted",
@@ -105,13 +112,13 @@ def test_duplicate_task_delivery_runs_each_step_once(start_worker, dispatched):
     for _ in range(3):  # the broker delivers the same message several times
         current_app.send_task(RUN_SLICE_TASK, args=[conversation_id, slice_id])
     wait_for(lambda: status_of(conversation) == "finished", 60, message="run to finish")
-    time.sleep(1.5)  # give stray duplicates time to (not) act
+    wait_for(lambda: broker_idle(broker), 30, message="every delivery to be handled and acked")
     assert counter.read_text().splitlines() == ["x", "x", "x"]
     kinds = [s.event.type for s in store.load(conversation.pk)]
     assert kinds.count("run.finished") == 1
 
 
-def test_a_conversation_stays_on_the_host_that_holds_its_workspace(start_worker):
+def test_a_conversation_stays_on_the_host_that_holds_its_workspace(start_worker, broker):
     one_step = {"CANVAS_SLICE_STEPS": "1"}
     alpha = start_worker(extra_env={**one_step, "CANVAS_WORKER_HOST": "alpha"})
     conversation = services.conversation_create(
@@ -128,9 +135,14 @@ def test_a_conversation_stays_on_the_host_that_holds_its_workspace(start_worker)
     )  # fmt: skip
     start_worker(extra_env={**one_step, "CANVAS_WORKER_HOST": "beta"})
     alpha.stop()  # warm shutdown: the slice in flight completes and enqueues to host.alpha
+    queue = host_queue("alpha")
+    wait_for(lambda: broker.llen(queue), 30, message="the next slice to wait for alpha")
     stalled_at = Conversation.objects.get(pk=conversation.pk).last_seq
-    time.sleep(3)
-    assert Conversation.objects.get(pk=conversation.pk).last_seq == stalled_at
+    holds_for(
+        lambda: broker.llen(queue) == 1
+        and Conversation.objects.get(pk=conversation.pk).last_seq == stalled_at,
+        1.0, message="beta to leave alpha's slice alone",
+    )  # fmt: skip
     assert status_of(conversation) == "running"  # beta never touched alpha's workspace
 
     start_worker(extra_env={**one_step, "CANVAS_WORKER_HOST": "alpha"})
