@@ -26,7 +26,7 @@ from common.errors import InvalidInput, NotFound, ServiceError
 from teams import services
 from teams.audit import audit_records
 from teams.models import AuditRecord, Membership, Role, Team
-from teams.permissions import Action, role_allows, team_role
+from teams.permissions import Action, role_allows, team_role, team_roles
 
 from .access import http_errors
 from .team_context import current_team_set, team_context
@@ -72,10 +72,11 @@ def _form_problem(form) -> InvalidInput:
 def _index_context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
     ctx = team_context(request)
     default = services.team_default_for(request.user)
+    roles = team_roles(request.user, [team.pk for team in ctx.teams])
     rows = [
         {
             "team": team,
-            "role": team_role(request.user, team.pk),
+            "role": roles[team.pk],
             "is_current": team == ctx.current_team,
             "is_default": team == default,
         }

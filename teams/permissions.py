@@ -48,6 +48,18 @@ def team_role(user, team_id: int) -> str | None:
     )
 
 
+def team_roles(user, team_ids) -> dict[int, str | None]:
+    """`team_role` for many teams in one query: team id -> role (None where not a member)."""
+    roles: dict[int, str | None] = dict.fromkeys(team_ids)
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        return roles
+    if user.is_superuser:
+        return dict.fromkeys(roles, Role.OWNER)
+    memberships = Membership.objects.filter(user=user, team_id__in=list(roles))
+    roles.update(memberships.values_list("team_id", "role"))
+    return roles
+
+
 async def ateam_role(user, team_id: int) -> str | None:
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return None

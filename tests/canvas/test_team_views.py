@@ -8,7 +8,9 @@ import re
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from canvas.asgi import application
@@ -418,6 +420,18 @@ def test_create_team_and_make_it_default(alice_client, user, team):
     assert Membership.objects.get(user=user, is_default=True).team == created
     # A fresh session starts in the default team.
     assert f'value="{created.pk}" selected' in _client(user).get("/").content.decode()
+
+
+def test_team_list_queries_do_not_grow_with_the_teams(
+    alice_client, user, team, django_assert_max_num_queries
+):
+    with CaptureQueriesContext(connection) as one_team:
+        alice_client.get(_url("team-index"))
+    for n in range(5):
+        team_create(user=user, name=f"Extra {n}")
+    with django_assert_max_num_queries(len(one_team)):
+        page = alice_client.get(_url("team-index")).content.decode()
+    assert all(f"Extra {n}" in page for n in range(5))
 
 
 def test_team_pages_require_login(client, team):
