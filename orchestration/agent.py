@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field
+
+from teams.vocabulary import ConfirmationMode, ConfirmationModeName, RiskLevel, RiskName
 
 DEFAULT_TOOLS: tuple[str, ...] = ("terminal", "file_editor", "think", "finish")
 
@@ -39,7 +39,7 @@ class AgentConfig(BaseModel):
     """Already filtered by the team policy at creation; the runner re-checks every slice."""
     max_iterations: int = Field(default=100, ge=1, le=10_000)
     system_prompt: str = SYSTEM_PROMPT
-    confirmation_mode: Literal["always", "never", "risky"] = "risky"
-    risk_threshold: Literal["LOW", "MEDIUM", "HIGH"] = "HIGH"
+    confirmation_mode: ConfirmationModeName = ConfirmationMode.RISKY.value
+    risk_threshold: RiskName = RiskLevel.HIGH.name
     max_cost_usd: float | None = Field(default=None, ge=0)
     """Per-run model spend limit in dollars; None: only the team policy's, if any."""

@@ -8,6 +8,7 @@ above a threshold) decides whether it is held. Read-only tools never wait.
 from __future__ import annotations
 
 from conversations.events import ActionEvent
+from teams.vocabulary import ConfirmationMode
 
 from .risk import Risk, analyze, effective_risk
 from .tools.base import SECURITY_RISK_ARGUMENT, Tool
@@ -32,9 +33,9 @@ def assess(action: ActionEvent, tool: Tool | None, workspace_root: str | None) -
 def needs_confirmation(
     action: ActionEvent, tool: Tool | None, *, mode: str, threshold: str
 ) -> bool:
-    if tool is None or tool.read_only or mode == "never":
+    if tool is None or tool.read_only or mode == ConfirmationMode.NEVER:
         return False  # unknown tools fail on their own, without a person's time
-    if mode == "always":
+    if mode == ConfirmationMode.ALWAYS:
         return True
     limit = Risk.parse(threshold, Risk.HIGH)
     return (Risk.parse(action.risk) or Risk.MEDIUM) >= limit  # type: ignore[operator]

@@ -19,14 +19,15 @@ from typing import Any
 from conversations.events import ActionEvent, ObservationEvent
 from teams.hooks import hook_specs_for_team
 from teams.policies import policy_for_team
+from teams.vocabulary import HookEvent
 
 from .hooks import HookOutcome, HookSpec, run_hooks
 from .outgoing import redact_for_team
 
-PRE_TOOL_USE = "PreToolUse"
-POST_TOOL_USE = "PostToolUse"
-USER_PROMPT_SUBMIT = "UserPromptSubmit"
-STOP = "Stop"
+PRE_TOOL_USE = HookEvent.PRE_TOOL_USE.value
+POST_TOOL_USE = HookEvent.POST_TOOL_USE.value
+USER_PROMPT_SUBMIT = HookEvent.USER_PROMPT_SUBMIT.value
+STOP = HookEvent.STOP.value
 
 
 @dataclass(frozen=True, slots=True)

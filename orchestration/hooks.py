@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from teams.vocabulary import HOOK_EVENTS
 from workspaces.sandbox import PATH, Network, SandboxSpec, SandboxUnavailable, popen
 
 DENY_EXIT_CODE = 2
-EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop")
+EVENTS = HOOK_EVENTS
 MAX_REASON_CHARS = 2000
 
 

@@ -10,23 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import IntEnum
 from pathlib import PurePosixPath
 from typing import Any
 
-
-class Risk(IntEnum):
-    LOW = 1
-    MEDIUM = 2
-    HIGH = 3
-
-    @classmethod
-    def parse(cls, value: object, default: Risk | None = None) -> Risk | None:
-        if isinstance(value, Risk):
-            return value
-        if isinstance(value, str) and value.strip().upper() in cls.__members__:
-            return cls[value.strip().upper()]
-        return default
+from teams.vocabulary import RiskLevel as Risk
 
 
 @dataclass(frozen=True, slots=True)

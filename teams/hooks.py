@@ -18,11 +18,10 @@ from django.db.models import Max
 from common.errors import Conflict, Forbidden, InvalidInput, NotFound
 
 from .audit import audit_record
-from .models import HOOK_TIMEOUT_MAX, HOOK_TIMEOUT_MIN, Hook, HookEvent, Team
+from .models import HOOK_TIMEOUT_MAX, HOOK_TIMEOUT_MIN, Hook, Team
 from .permissions import Action, role_allows, team_role
+from .vocabulary import HOOK_EVENTS
 
-HOOK_EVENTS: tuple[str, ...] = tuple(HookEvent.values)
-"""Equal to orchestration.hooks.EVENTS, in the same order (tested)."""
 HOOK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_MATCHER_CHARS = 500
 MAX_COMMAND_CHARS = 10_000

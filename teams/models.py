@@ -6,6 +6,8 @@ Tokens are stored hashed: the plain token is shown once.
 from django.conf import settings
 from django.db import models
 
+from .vocabulary import ConfirmationMode, HookEvent, Risk
+
 
 class Role(models.TextChoices):
     OWNER = "owner", "Owner"
@@ -160,23 +162,11 @@ class Secret(models.Model):
         return f"{self.team}: {self.name}"
 
 
-class ConfirmationMode(models.TextChoices):
-    ALWAYS = "always", "Always confirm"
-    NEVER = "never", "Never confirm"
-    RISKY = "risky", "Confirm risky actions"
-
-
 class NetworkAccess(models.TextChoices):
     """What a sandboxed command (terminal, hook) may reach over the network."""
 
     NONE = "none", "No network"
     HOST = "host", "The host's network (its loopback services included)"
-
-
-class Risk(models.TextChoices):
-    LOW = "LOW", "Low"
-    MEDIUM = "MEDIUM", "Medium"
-    HIGH = "HIGH", "High"
 
 
 class Policy(models.Model):
@@ -262,16 +252,6 @@ class TeamSpend(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team} {self.month:%Y-%m}: ${self.cost_usd}"
-
-
-class HookEvent(models.TextChoices):
-    """When a hook runs. The values must equal orchestration.hooks.EVENTS (teams cannot import
-    orchestration, so a test keeps the two lists equal)."""
-
-    PRE_TOOL_USE = "PreToolUse", "Before a tool runs"
-    POST_TOOL_USE = "PostToolUse", "After a tool ran"
-    USER_PROMPT_SUBMIT = "UserPromptSubmit", "When a message is sent"
-    STOP = "Stop", "When the agent wants to finish"
 
 
 HOOK_TIMEOUT_MIN = 1

@@ -21,8 +21,9 @@ from django.db.models import Q
 from common.errors import Forbidden, InvalidInput
 
 from .audit import audit_record
-from .models import ConfirmationMode, NetworkAccess, Policy, Risk, Team
+from .models import NetworkAccess, Policy, Team
 from .permissions import Action, role_allows, team_role
+from .vocabulary import ConfirmationMode, Risk, RiskLevel
 
 # Higher is stricter. A lower risk threshold asks for confirmation of more actions.
 CONFIRMATION_RANK = {
@@ -30,7 +31,7 @@ CONFIRMATION_RANK = {
     ConfirmationMode.RISKY: 1,
     ConfirmationMode.ALWAYS: 2,
 }
-THRESHOLD_RANK = {Risk.HIGH: 0, Risk.MEDIUM: 1, Risk.LOW: 2}
+THRESHOLD_RANK = {Risk[level.name]: RiskLevel.HIGH - level for level in RiskLevel}
 NETWORK_RANK = {NetworkAccess.HOST: 0, NetworkAccess.NONE: 1}
 
 MAX_COST_USD = Decimal("99999999")  # what Policy's DecimalField(12, 4) can hold

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from django.http import HttpRequest, HttpResponse
 from ninja import Header, Router, Schema, Status
@@ -14,6 +14,7 @@ from common.inputs import Id, Int, Key, Money, Offset, Text
 from conversations import store
 from conversations.models import Conversation
 from orchestration import approvals, services
+from teams.vocabulary import ConfirmationModeName, RiskName
 
 from ..access import Action, conversation_for, conversations_visible_to
 from . import ERRORS, ErrorOut
@@ -46,8 +47,8 @@ class ConversationIn(Schema):
     max_iterations: Int(ge=1, le=10_000) | None = None
     team: Id | None = Field(default=None, description="Team id; default: your default team.")
     # Optional limits: they may tighten the team's policy, never loosen it (400 if they would).
-    confirmation_mode: Literal["always", "never", "risky"] | None = None
-    risk_threshold: Literal["LOW", "MEDIUM", "HIGH"] | None = None
+    confirmation_mode: ConfirmationModeName | None = None
+    risk_threshold: RiskName | None = None
     max_cost_usd: Money | None = Field(default=None, description="Per-run budget, USD.")
     tools: list[Text(100)] | None = Field(
         default=None, max_length=100, description="Default: all the team allows."

@@ -16,6 +16,7 @@ from teams.models import ModelProfile, Policy
 from teams.permissions import Action
 from teams.policies import EDITABLE, policy_for_team, policy_update
 from teams.services import team_get_for
+from teams.vocabulary import ConfirmationMode, ConfirmationModeName, RiskLevel, RiskName
 
 from . import ERRORS
 
@@ -25,8 +26,8 @@ router = Router(tags=["policies"])
 class PolicyIn(Schema):
     """The whole team policy (PUT replaces it); a field left out takes its default."""
 
-    confirmation_mode: Literal["always", "never", "risky"] = "risky"
-    risk_threshold: Literal["LOW", "MEDIUM", "HIGH"] = "HIGH"
+    confirmation_mode: ConfirmationModeName = ConfirmationMode.RISKY.value
+    risk_threshold: RiskName = RiskLevel.HIGH.name
     allowed_tools: list[Text(100)] = Field(default_factory=list, description="Empty: all tools.")
     allowed_agent_kinds: list[Text(100)] = Field(
         default_factory=list, description="native, acp:NAME; empty: all kinds."

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from teams.vocabulary import RISK_NAMES
 from workspaces.base import Workspace
 
 
@@ -92,7 +93,7 @@ class Tool(Protocol):
 SECURITY_RISK_ARGUMENT = "security_risk"
 SECURITY_RISK_SCHEMA = {
     "type": "string",
-    "enum": ["LOW", "MEDIUM", "HIGH"],
+    "enum": list(RISK_NAMES),
     "description": (
         "Your estimate of this call's risk. LOW: reads or harmless, reversible changes inside "
         "the workspace. MEDIUM: changes that are hard to undo, or that reach outside the "
