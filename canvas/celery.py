@@ -60,7 +60,9 @@ def _consume_host_queue(sender: str, instance, **_: object) -> None:
     # also listens on its host's queue (see orchestration.dispatch.slice_queue).
     from django.conf import settings
 
-    instance.app.amqp.queues.select_add(f"host.{settings.CANVAS_WORKER_HOST}")
+    from orchestration.dispatch import host_queue
+
+    instance.app.amqp.queues.select_add(host_queue(settings.CANVAS_WORKER_HOST))
 
 
 @worker_init.connect

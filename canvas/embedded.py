@@ -40,8 +40,11 @@ class EmbeddedWorker:
         self._worker: _ReadyWorkController | None = None
 
     def start(self) -> None:
+        from orchestration.dispatch import host_queue
+
         app.finalize()
         app.set_current()
+        queues = [app.conf.task_default_queue, host_queue(settings.CANVAS_WORKER_HOST)]
         self._worker = _ReadyWorkController(
             app=app,
             pool="threads",
@@ -51,7 +54,7 @@ class EmbeddedWorker:
             without_mingle=True,
             without_gossip=True,
             loglevel="WARNING",
-            queues=[app.conf.task_default_queue, f"host.{settings.CANVAS_WORKER_HOST}"],
+            queues=queues,
         )
         worker_thread = threading.Thread(
             target=self._worker.start, name="embedded-celery", daemon=True
@@ -64,7 +67,7 @@ class EmbeddedWorker:
             raise RuntimeError("the embedded Celery worker did not start within 30 s")
         from orchestration.workers import presence_start
 
-        presence_start([app.conf.task_default_queue, f"host.{settings.CANVAS_WORKER_HOST}"])
+        presence_start(queues)
 
     def _sweep(self) -> None:
         from django.db import connection

@@ -20,6 +20,7 @@ from channels.db import database_sync_to_async
 from django.template.loader import render_to_string
 
 from common.errors import Forbidden, NotFound
+from conversations.events import StatusChangeEvent
 from orchestration.approvals import pending_actions
 
 from .access import Action, aconversation_for
@@ -28,10 +29,11 @@ from .event_rows import ApprovalCard, approval_card, event_row_from_record
 from .ws_close import CloseCode
 
 FRAGMENTS = "canvas/conversation_detail.html"
+STATUS_CHANGED = StatusChangeEvent.model_fields["type"].default
 
 
 def _wants_header_refresh(record: dict[str, Any]) -> bool:
-    return record.get("type") == "status.changed" or bool(record.get("usage"))
+    return record.get("type") == STATUS_CHANGED or bool(record.get("usage"))
 
 
 @database_sync_to_async
@@ -75,7 +77,7 @@ class ConversationPageConsumer(EventRelayConsumer):
                 text_data=render_to_string(f"{FRAGMENTS}#event-frame", {**context, "row": row})
             )
         if any(_wants_header_refresh(r) for r in records):
-            status_changed = any(r.get("type") == "status.changed" for r in records)
+            status_changed = any(r.get("type") == STATUS_CHANGED for r in records)
             await self._send_stats(context, with_approvals=status_changed)
 
     async def _send_stats(self, context: dict[str, Any], *, with_approvals: bool = False) -> None:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from .events import ActionEvent, RunStartedEvent
 from .models import Conversation, ConversationEvent
+
+RUN_STARTED = RunStartedEvent.model_fields["type"].default
+TOOL_CALL = ActionEvent.model_fields["type"].default
 
 
 def conversations_visible_to(user, team_id: int | None = None) -> QuerySet[Conversation]:
@@ -21,7 +25,7 @@ def conversations_visible_to(user, team_id: int | None = None) -> QuerySet[Conve
 
 def latest_run_id(conversation_id) -> str | None:
     row = (
-        ConversationEvent.objects.filter(conversation_id=conversation_id, type="run.started")
+        ConversationEvent.objects.filter(conversation_id=conversation_id, type=RUN_STARTED)
         .order_by("-seq")
         .values_list("payload", flat=True)
         .first()
@@ -39,7 +43,7 @@ def held_batch_start(conversation_id) -> int | None:
     """
     row = (
         ConversationEvent.objects.filter(
-            conversation_id=conversation_id, type="tool.call", payload__requires_confirmation=True
+            conversation_id=conversation_id, type=TOOL_CALL, payload__requires_confirmation=True
         )
         .order_by("-seq")
         .values_list("seq", "payload__batch_index")
@@ -50,5 +54,5 @@ def held_batch_start(conversation_id) -> int | None:
 
 def action_exists(conversation_id, action_id: str) -> bool:
     return ConversationEvent.objects.filter(
-        conversation_id=conversation_id, type="tool.call", payload__id=action_id
+        conversation_id=conversation_id, type=TOOL_CALL, payload__id=action_id
     ).exists()

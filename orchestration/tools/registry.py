@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from orchestration.agent import DEFAULT_TOOLS as DEFAULT_TOOLS
 from orchestration.tools.base import Tool
 from orchestration.tools.file_editor import FileEditorTool
 from orchestration.tools.finish import FinishTool
 from orchestration.tools.terminal import TerminalTool
 from orchestration.tools.think import ThinkTool
-
-DEFAULT_TOOLS: tuple[str, ...] = ("terminal", "file_editor", "think", "finish")
 
 # Tools hold no state, so one shared instance of each serves every conversation.
 _TOOLS: dict[str, Tool] = {
