@@ -2,13 +2,15 @@
 
 import asyncio
 import threading
-import time
 
 import pytest
+import redis
 from channels.layers import get_channel_layer
 
+from canvas.layers import RedisPubSubLayer
 from conversations import broadcast
 from conversations.broadcast import INLINE_PAYLOAD_LIMIT, coalesce
+from tests.conftest import wait_for
 
 
 def hint(first: int, last: int, *, records: bool = True, status: str = "running") -> dict:
@@ -66,7 +68,7 @@ def layer_and_publisher(request, settings, monkeypatch):
     return layer
 
 
-def test_published_hints_reach_a_group_member(layer_and_publisher) -> None:
+def test_published_hints_reach_a_group_member(layer_and_publisher, settings) -> None:
     layer = layer_and_publisher
     group = f"conversation.{'ab' * 16}"
     received: list[dict] = []
@@ -85,10 +87,15 @@ def test_published_hints_reach_a_group_member(layer_and_publisher) -> None:
     listener = threading.Thread(target=lambda: asyncio.run(member()))
     listener.start()
     assert subscribed.wait(10)
-    time.sleep(0.2)  # a pub/sub SUBSCRIBE completes asynchronously on the Redis side
+    if isinstance(layer, RedisPubSubLayer):  # SUBSCRIBE completes asynchronously in Redis
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        channel = layer.group_channel(group)
+        wait_for(lambda: client.pubsub_numsub(channel)[0][1], 10, 0.02, "the subscription")
+        client.close()
     for seq in (1, 2, 3):
         broadcast.publish_events(group.split(".")[1], [{"seq": seq, "type": "x"}], status="s")
-        time.sleep(0.05)  # separate batches, so every hint is its own message
+        # Separate batches, so every hint is its own message.
+        wait_for(lambda n=seq: len(received) >= n, 10, 0.01, f"hint {seq}")
     listener.join(15)
     assert [m["first_seq"] for m in received] == [1, 2, 3]
     assert all(m["type"] == broadcast.EVENTS_MESSAGE_TYPE for m in received)

@@ -6,7 +6,6 @@ import json
 import shutil
 import socket
 import subprocess
-import time
 
 import pytest
 import redis
@@ -79,7 +78,7 @@ def test_worker_consumes_again_after_redis_restarts(
 ):
     url = f"redis://127.0.0.1:{private_redis.port}/0"
     broker = Celery("restart-test", broker=url, set_as_current=False)
-    start_worker(extra_env={"REDIS_URL": url})
+    worker = start_worker(extra_env={"REDIS_URL": url})
     run_to_finish(broker, dispatched, "before the restart")
     # The status turns FINISHED inside the task, a moment before its late ack. Kill Redis in
     # that moment and kombu 5.7 crashes the worker while restoring the unacked message
@@ -90,7 +89,10 @@ def test_worker_consumes_again_after_redis_restarts(
     unacked.close()
 
     private_redis.stop()
-    time.sleep(2)  # the worker notices the broken connection
+    wait_for(
+        lambda: "Connection to broker lost" in worker.log_path.read_text(),
+        30, 0.1, "the worker to notice the broken connection",
+    )  # fmt: skip
     private_redis.start()
     try:
         run_to_finish(broker, dispatched, "after the restart")

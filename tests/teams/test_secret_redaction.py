@@ -140,6 +140,12 @@ async def listen(url: str, channel: str, ready: asyncio.Event, out: list[str]) -
         await client.aclose()
 
 
+async def heard(out: list[str], last_seq: int) -> None:
+    """Until the listener has the hint that ends at `last_seq` (the last one published)."""
+    while not any(f'"last_seq": {last_seq}' in text for text in out):
+        await asyncio.sleep(0.02)
+
+
 async def frames(communicator: WebsocketCommunicator) -> list[dict]:
     """Frames up to the end of the run (a receive timeout would cancel the consumer)."""
     received = [json.loads(await communicator.receive_from(timeout=10))]
@@ -188,7 +194,7 @@ async def test_a_printed_secret_is_redacted_everywhere(
     await database_sync_to_async(drive)(dispatched)
     received = await frames(communicator)
     await communicator.disconnect()
-    await asyncio.sleep(0.3)
+    await asyncio.wait_for(heard(pubsub_texts, published[-1][-1]["seq"]), 5)
     listener.cancel()
 
     # The commands ran and printed it: what arrived is the label, in every output.
