@@ -214,6 +214,14 @@ class Relay:
         return [int(s) for frame in self.received for s in FRAME_SEQ.findall(frame)]
 
 
+WATCH_FOR_FRAME = """(frame) => {
+  document.addEventListener("htmx:wsBeforeMessage", (evt) => {
+    if (evt.detail.message === frame) window.frameDropped = evt.defaultPrevented;
+  });
+}"""
+"""Record whether the page's own handler (registered earlier, so run first) drops `frame`."""
+
+
 def wait_for_relays(page, relays: list[Relay], count: int) -> None:
     deadline = time.monotonic() + 15
     while len(relays) < count and time.monotonic() < deadline:
@@ -234,8 +242,11 @@ def test_reconnect_and_reload_resume_without_gaps_or_duplicates(page):
     assert first.received_seqs()[0] == rendered + 1  # the socket starts right after the page
 
     # A frame the page already shows is dropped (belt and braces against replays).
-    first.page_side.send(next(f for f in first.received if "data-seq" in f))
-    page.wait_for_timeout(300)
+    replay = next(f for f in first.received if "data-seq" in f)
+    page.evaluate(WATCH_FOR_FRAME, replay)
+    first.page_side.send(replay)
+    page.wait_for_function("() => window.frameDropped !== undefined")
+    assert page.evaluate("window.frameDropped")
     assert_complete_log(page)
 
     # Drop the link mid-run as a restarting server would (1012): the ws extension reconnects
