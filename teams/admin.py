@@ -6,7 +6,18 @@ from django.utils.timezone import localtime
 
 from common.errors import InvalidInput
 
-from .models import ApiToken, AuditRecord, Membership, ModelProfile, Policy, Secret, Team
+from .models import (
+    ApiToken,
+    AuditRecord,
+    Hook,
+    Membership,
+    ModelProfile,
+    Policy,
+    Secret,
+    Team,
+    TeamNotification,
+    TeamSpend,
+)
 from .secrets import secret_create, secret_delete, secret_update, validate_name, validate_value
 
 
@@ -30,11 +41,8 @@ class ApiTokenAdmin(admin.ModelAdmin):
     readonly_fields = ["prefix", "key_hash", "created_at", "last_used_at"]
 
 
-@admin.register(AuditRecord)
-class AuditRecordAdmin(admin.ModelAdmin):
-    list_display = ["created_at", "team", "actor_name", "kind", "target"]
-    list_filter = ["kind"]
-    search_fields = ["actor_name", "target"]
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """View only: rows written by services (audited, validated, versioned) or by the run."""
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
@@ -44,6 +52,38 @@ class AuditRecordAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+
+@admin.register(AuditRecord)
+class AuditRecordAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "team", "actor_name", "kind", "target"]
+    list_filter = ["kind"]
+    search_fields = ["actor_name", "target"]
+
+
+@admin.register(Hook)
+class HookAdmin(ReadOnlyAdmin):
+    """Edited on the team's Hooks page (teams.hooks validates and audits every change)."""
+
+    list_display = ["name", "team", "event", "matcher", "enabled", "fail_closed", "position"]
+    list_filter = ["event", "enabled", "team"]
+    search_fields = ["name", "command"]
+
+
+@admin.register(TeamNotification)
+class TeamNotificationAdmin(ReadOnlyAdmin):
+    """Set on the team's Hooks page (teams.notifications); the signing secret is never shown."""
+
+    list_display = ["team", "webhook_url", "updated_at", "updated_by"]
+    exclude = ["webhook_secret"]
+
+
+@admin.register(TeamSpend)
+class TeamSpendAdmin(ReadOnlyAdmin):
+    """Added to by the runner as model calls are paid for."""
+
+    list_display = ["team", "month", "cost_usd"]
+    list_filter = ["month", "team"]
 
 
 @admin.register(Policy)
