@@ -1,9 +1,9 @@
-"""The admin shows conversations, their events, hooks, notifications and spend, and edits none."""
+"""The admin shows conversations, their events, hooks, notifications and spend, and edits none
+(admin_client: pytest-django's logged-in superuser)."""
 
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 
 from conversations import store
 from conversations.events import UserMessageEvent
@@ -13,14 +13,6 @@ from teams.models import Hook, TeamNotification, TeamSpend
 pytestmark = pytest.mark.django_db
 
 SECRET = "gAAAA-encrypted-signing-secret"
-
-
-@pytest.fixture
-def admin_client(django_user_model) -> Client:
-    root = django_user_model.objects.create_superuser("root", password="root-password-1")
-    client = Client()
-    client.force_login(root)
-    return client
 
 
 def test_a_conversation_is_read_only_and_links_to_its_events(admin_client, team):
