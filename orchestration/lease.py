@@ -112,10 +112,16 @@ def release(conversation_id: str, token: str, *, keep: bool = False) -> str | No
         else:
             row.run_slice = None
             row.run_slice_due_at = None
-        row.lease_token = None
-        row.lease_expires_at = None
-        row.save(
-            update_fields=["run_slice", "run_slice_due_at", "lease_token", "lease_expires_at",
-                           "updated_at"]
-        )  # fmt: skip
+        lease_drop(row)
     return kept
+
+
+def lease_drop(row: Conversation) -> None:
+    """Clear the row's lease and save it with the slice fields the caller set. Call while
+    holding the row lock."""
+    row.lease_token = None
+    row.lease_expires_at = None
+    row.save(
+        update_fields=["run_slice", "run_slice_due_at", "lease_token", "lease_expires_at",
+                       "updated_at"]
+    )  # fmt: skip

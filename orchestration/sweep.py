@@ -20,6 +20,7 @@ from conversations.events import Status
 from conversations.models import Conversation
 
 from .dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
+from .lease import lease_drop
 
 BATCH = 500
 
@@ -54,12 +55,7 @@ def sweep_runs() -> int:
             if row.lease_token is not None or row.run_slice is None:  # the runner died
                 row.run_slice = new_slice_id()
             row.run_slice_due_at = slice_due_at()
-            row.lease_token = None
-            row.lease_expires_at = None
-            row.save(
-                update_fields=["run_slice", "run_slice_due_at", "lease_token", "lease_expires_at",
-                               "updated_at"]
-            )  # fmt: skip
+            lease_drop(row)
             enqueue_slice_on_commit(row.pk, row.run_slice, worker_host=row.worker_host)
             count += 1
     return count

@@ -16,41 +16,28 @@ PREFORK = {"CANVAS_WORKER_POOL": "prefork", "CANVAS_WORKER_CONCURRENCY": "2"}
 """Through the settings: Celery takes its configured pool over `-P prefork`, the CLI default."""
 
 
-@pytest.mark.timeout(120)
-def test_a_slice_past_its_hard_time_limit_leaves_a_run_the_sweeper_revives(start_worker):
-    worker = start_worker(
-        beat=True, pool_args=(),
-        extra_env={**PREFORK, "CANVAS_SLICE_TIME_LIMIT": "4", "CANVAS_SLICE_SOFT_TIME_LIMIT": "4",
-                   "CANVAS_LEASE_SECONDS": "2", "CANVAS_SWEEP_SECONDS": "1"},
-    )  # fmt: skip
-    conversation = services.conversation_create(
-        owner=None, model="scripted",
-        prompt=script(
-            {"tool": "terminal", "args": {"command": "sleep 40; echo slept", "timeout": 60}},
-            {"tool": "finish", "args": {"message": "revived"}},
-        ),
-    )  # fmt: skip
-    wait_for(
-        lambda: Conversation.objects.get(pk=conversation.pk).status == "finished",
-        60, message="the run to be revived and finish",
-    )  # fmt: skip
-    events = [s.event for s in store.load(conversation.pk)]
-    (result, _finish) = [e for e in events if isinstance(e, ObservationEvent)]
-    assert result.tool == "terminal" and result.interrupted and "slept" not in result.content
-    assert [e.type for e in events].count("run.finished") == 1
-    assert "Hard time limit (4" in worker.log_path.read_text()
+LIMITS = {"CANVAS_LEASE_SECONDS": "2", "CANVAS_SWEEP_SECONDS": "1"}
 
 
 @pytest.mark.timeout(120)
-def test_in_the_threads_pool_the_lease_keeper_enforces_the_slice_limits(start_worker):
-    """Celery ignores time limits in the default threads pool: the slice is cancelled at its
-    soft limit (its command killed) and the run goes on."""
-    worker = start_worker(
-        beat=True, pool_args=(),
-        extra_env={"CANVAS_WORKER_POOL": "threads", "CANVAS_WORKER_CONCURRENCY": "4",
-                   "CANVAS_SLICE_SOFT_TIME_LIMIT": "3", "CANVAS_SLICE_TIME_LIMIT": "4",
-                   "CANVAS_LEASE_SECONDS": "2", "CANVAS_SWEEP_SECONDS": "1"},
-    )  # fmt: skip
+@pytest.mark.parametrize(
+    "pool, limits, says",
+    [
+        # Celery kills the pool process at the hard limit; the sweeper revives the run.
+        (PREFORK, {"CANVAS_SLICE_TIME_LIMIT": "4", "CANVAS_SLICE_SOFT_TIME_LIMIT": "4"},
+         "Hard time limit (4"),
+        # Celery ignores limits in the threads pool: the lease keeper cancels the slice at its
+        # soft limit (its command killed) and the run goes on.
+        ({"CANVAS_WORKER_POOL": "threads", "CANVAS_WORKER_CONCURRENCY": "4"},
+         {"CANVAS_SLICE_SOFT_TIME_LIMIT": "3", "CANVAS_SLICE_TIME_LIMIT": "4"},
+         "passed its time limit"),
+    ],
+    ids=["prefork", "threads"],
+)  # fmt: skip
+def test_a_slice_past_its_time_limit_is_stopped_and_the_run_goes_on(
+    start_worker, pool, limits, says
+):
+    worker = start_worker(beat=True, pool_args=(), extra_env={**pool, **limits, **LIMITS})
     conversation = services.conversation_create(
         owner=None, model="scripted",
         prompt=script(
@@ -65,4 +52,5 @@ def test_in_the_threads_pool_the_lease_keeper_enforces_the_slice_limits(start_wo
     events = [s.event for s in store.load(conversation.pk)]
     (result, _finish) = [e for e in events if isinstance(e, ObservationEvent)]
     assert result.tool == "terminal" and result.interrupted and "slept" not in result.content
-    assert "passed its time limit" in worker.log_path.read_text()
+    assert [e.type for e in events].count("run.finished") == 1
+    assert says in worker.log_path.read_text()
