@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 
+import kombu.pools
 import pytest
 from django.test import Client
 
@@ -28,8 +29,9 @@ def _repoint(url: str) -> None:
     """Make this process's Celery connect to `url` from its next send (drops pooled
     connections, as Celery does after a fork)."""
     celery_app.conf.broker_url = url
-    if celery_app._pool is not None:
-        celery_app._pool.force_close_all()
+    # kombu keeps its pools in process-wide groups keyed by the connection: closing only
+    # Celery's would leave a closed pool there for the next send to the same URL to find.
+    kombu.pools.reset()
     celery_app._pool = None
     celery_app.amqp._producer_pool = None
 
