@@ -56,19 +56,3 @@ def action_exists(conversation_id, action_id: str) -> bool:
     return ConversationEvent.objects.filter(
         conversation_id=conversation_id, type=TOOL_CALL, payload__id=action_id
     ).exists()
-
-
-def held_batch_starts(conversation_ids) -> dict:
-    """`held_batch_start` for many conversations in one query: conversation id -> seq, leaving
-    out those that never held an action."""
-    rows = (
-        ConversationEvent.objects.filter(
-            conversation_id__in=list(conversation_ids),
-            type=TOOL_CALL,
-            payload__requires_confirmation=True,
-        )
-        .order_by("conversation_id", "-seq")
-        .distinct("conversation_id")
-        .values_list("conversation_id", "seq", "payload__batch_index")
-    )
-    return {pk: seq - int(index or 0) for pk, seq, index in rows}

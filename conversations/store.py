@@ -9,17 +9,15 @@ publishes to websockets only after commit, the stored (redacted) records.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from functools import reduce
-from operator import or_
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils.timezone import now
 
 from . import broadcast
@@ -28,7 +26,7 @@ from .models import Conversation, ConversationEvent
 from .store_base import AppendedRows, StaleLeaseError, redact, row_delta
 from .store_postgres import append_rows
 
-__all__ = ["StaleLeaseError", "StoredEvent", "aload", "append", "load", "load_many"]
+__all__ = ["StaleLeaseError", "StoredEvent", "aload", "append", "load"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,19 +151,6 @@ def load(
 ) -> list[StoredEvent]:
     """Events with seq > after_seq in seq order, at most `limit` of them."""
     return _to_stored(_rows(conversation_id, after_seq, limit))
-
-
-def load_many(after_seqs: Mapping[uuid.UUID, int]) -> dict[uuid.UUID, list[StoredEvent]]:
-    """`load` for several conversations in one query: conversation id -> its events with
-    seq > its after_seq, in seq order (an empty list where there are none)."""
-    if not after_seqs:
-        return {}
-    match = reduce(or_, (Q(conversation_id=c, seq__gt=s) for c, s in after_seqs.items()))
-    rows = ConversationEvent.objects.filter(match).order_by("conversation_id", "seq")
-    grouped: dict[uuid.UUID, list[ConversationEvent]] = {c: [] for c in after_seqs}
-    for row in rows:
-        grouped[row.conversation_id].append(row)
-    return {c: _to_stored(group) for c, group in grouped.items()}
 
 
 async def aload(

@@ -32,7 +32,6 @@ from conversations.selectors import (
     action_exists,
     conversations_visible_to,
     held_batch_start,
-    held_batch_starts,
     latest_run_id,
 )
 from teams.audit import audit_record
@@ -82,18 +81,6 @@ def pending_actions(conversation_id) -> list[PendingAction]:
     conversation = Conversation.objects.filter(pk=conversation_id).only("status").first()
     if conversation is None or conversation.status != Status.WAITING_FOR_CONFIRMATION:
         return []
-    return _pending(_events(conversation_id))
-
-
-def pending_actions_for(conversation_ids) -> dict[Any, list[PendingAction]]:
-    """`pending_actions` of many conversations in two queries, however many there are: for
-    conversations the caller knows to be waiting (conversations_waiting); id -> its actions."""
-    starts = held_batch_starts(conversation_ids)
-    loaded = store.load_many({pk: start - 1 for pk, start in starts.items()})
-    return {pk: _pending([(s.seq, s.event) for s in loaded.get(pk, [])]) for pk in conversation_ids}
-
-
-def _pending(events: list[tuple[int, AnyEvent]]) -> list[PendingAction]:
     return [
         PendingAction(
             action_id=action.id,
@@ -105,7 +92,7 @@ def _pending(events: list[tuple[int, AnyEvent]]) -> list[PendingAction]:
             rules=[(rule, rule_explanation(rule)) for rule in action.risk_rules],
             thought=action.thought,
         )
-        for seq, action in pending_in(events)
+        for seq, action in pending_in(_events(conversation_id))
     ]
 
 

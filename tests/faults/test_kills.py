@@ -133,9 +133,11 @@ def slow_model():
 def test_kill_9_of_a_worker_mid_llm_call(stack, slow_model):
     model_env = {"CANVAS_LLM_API_BASE": slow_model.base_url, "CANVAS_LLM_API_KEY": "sk-fake"}
     first = stack.start_worker(**model_env)
-    stack.start_worker(**model_env)
     conversation = services.conversation_create(owner=None, model="openai/fake-model", prompt="go")
     wait_for(slow_model.slow_arrived.is_set, 60, message="the slow model call")
+    # Only now the second: with both up from the start the slow call could be the second's,
+    # and killing the first would interrupt nothing.
+    stack.start_worker(**model_env)
     first.kill()
     fault = Fault.now(conversation.pk)
     seconds = fault.recovery()
