@@ -113,8 +113,8 @@ def _fresh_process_state() -> None:
 
 def run_in_process(label: str, model: str, prompt: str, steps: int) -> dict:
     """Create a conversation and drive its slices here until the run ends (or the budget)."""
-    from orchestration.runner import run_slice
     from orchestration.services import conversation_create
+    from orchestration.slices import run_slice
 
     _fresh_process_state()
     with common.captured_enqueues() as sent:
@@ -201,8 +201,8 @@ class Phases:
         ("append", "conversations.store", None, "append"),
         ("refresh", "orchestration.runner", None, "history_refresh"),
         ("tool", "orchestration.runner", None, "execute_action"),
-        ("claim", "orchestration.runner", None, "lease_claim"),
-        ("release", "orchestration.runner", None, "release"),
+        ("claim", "orchestration.slices", None, "lease_claim"),
+        ("release", "orchestration.slices", None, "release"),
     )
 
     def __init__(self) -> None:

@@ -27,7 +27,14 @@ import _common as common  # noqa: E402
 
 IDLE_SECONDS = 3.0
 WARM_REQUESTS = 20
-HEAVY_MODULES = ("litellm", "openai", "tiktoken", "orchestration.llm", "orchestration.runner")
+HEAVY_MODULES = (
+    "litellm",
+    "openai",
+    "tiktoken",
+    "orchestration.llm",
+    "orchestration.runner",
+    "orchestration.slices",
+)
 
 # Runs in a fresh interpreter with the server's environment: everything a request can reach.
 IMPORT_CHECK = """

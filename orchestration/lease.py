@@ -11,6 +11,7 @@ Every recorded slice carries a due time; the sweeper re-sends one nobody claimed
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -30,14 +31,31 @@ def lease_ttl() -> timedelta:
     return timedelta(seconds=settings.CANVAS_LEASE_SECONDS)
 
 
-def lease_claim(conversation_id: str, slice_id: str) -> str | float | None:
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What a slice found when it tried to claim its run: exactly one of three answers."""
+
+    token: str | None = None
+    """Claimed: the lease token this slice runs under."""
+    retry_after: float | None = None
+    """Not yet: seconds to wait before trying this slice again."""
+
+    @property
+    def claimed(self) -> bool:
+        return self.token is not None
+
+
+NOTHING_TO_DO = Claim()
+
+
+def lease_claim(conversation_id: str, slice_id: str) -> Claim:
     """Claim the run for this slice.
 
-    Returns the lease token when claimed; the seconds to wait when this slice is current but
-    another runner still holds a live lease (a redelivery racing its original), or when the
-    team is at its limit of concurrent runs (the run is queued, with one notice in its log);
-    None when there is nothing to do here: the slice is stale, the conversation is not
-    running, or it is pinned to another host (the slice is forwarded to that host's queue).
+    Claimed (a token) when this slice may run; `retry_after` seconds when this slice is
+    current but another runner still holds a live lease (a redelivery racing its original),
+    or when the team is at its limit of concurrent runs (the run is queued, with one notice in
+    its log); NOTHING_TO_DO when the slice is stale, the conversation is not running, or it is
+    pinned to another host (the slice is forwarded to that host's queue).
     """
     row = (
         Conversation.objects.filter(pk=conversation_id)
@@ -48,11 +66,11 @@ def lease_claim(conversation_id: str, slice_id: str) -> str | float | None:
         .first()
     )  # fmt: skip
     if row is None or row["run_slice"] != slice_id or row["status"] != Status.RUNNING:
-        return None
+        return NOTHING_TO_DO
     here = settings.CANVAS_WORKER_HOST
     if settings.CANVAS_PIN_TO_HOST and row["worker_host"] and row["worker_host"] != here:
         send_slice(conversation_id, slice_id, worker_host=row["worker_host"])
-        return None
+        return NOTHING_TO_DO
     limit = policy_for_team(row["team_id"]).max_concurrent_runs
     if limit is None or row["run_steps"] > 0:  # no limit, or this run already holds a place
         return _claim(conversation_id, slice_id, row)
@@ -64,11 +82,11 @@ def lease_claim(conversation_id: str, slice_id: str) -> str | float | None:
             Conversation.objects.filter(pk=conversation_id, run_slice=slice_id).update(
                 run_slice_due_at=slice_due_at(QUEUE_RETRY_SECONDS)
             )
-            return QUEUE_RETRY_SECONDS
+            return Claim(retry_after=QUEUE_RETRY_SECONDS)
         return _claim(conversation_id, slice_id, row)
 
 
-def _claim(conversation_id: str, slice_id: str, row: dict) -> str | float | None:
+def _claim(conversation_id: str, slice_id: str, row: dict) -> Claim:
     now = timezone.now()
     here = settings.CANVAS_WORKER_HOST
     token = uuid.uuid4().hex
@@ -82,10 +100,10 @@ def _claim(conversation_id: str, slice_id: str, row: dict) -> str | float | None
         )
     )
     if claimed:
-        return token
+        return Claim(token=token)
     if row["lease_expires_at"] is not None and row["lease_expires_at"] >= now:
-        return max(0.5, (row["lease_expires_at"] - now).total_seconds() + 0.1)
-    return None
+        return Claim(retry_after=max(0.5, (row["lease_expires_at"] - now).total_seconds() + 0.1))
+    return NOTHING_TO_DO
 
 
 def release(conversation_id: str, token: str, *, keep: bool = False) -> str | None:

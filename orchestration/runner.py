@@ -1,9 +1,7 @@
-"""One run slice: take the lease, run a bounded number of steps, hand over to the next slice.
-
-A run is a chain of short tasks so no conversation holds a worker for long and any worker can
-continue any run. Exactly one runner per conversation: a slice runs only if its id is the one
-recorded on the row and it holds the lease (token + expiry, renewed by a heartbeat while a
-tool runs). A duplicate delivery finds a different slice id and does nothing.
+"""Our own agent's side of a slice: recover what a dead runner left, then steps, each one model
+response and its tool calls through policy, approvals and hooks. The chain around it (lease,
+heartbeat, hand-over) is orchestration.slices; this module only appends under the token it
+was given.
 """
 
 from __future__ import annotations
@@ -12,11 +10,8 @@ import logging
 import threading
 import time
 from contextlib import nullcontext
-from functools import partial
 
-from celery.exceptions import SoftTimeLimitExceeded
-from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import transaction
 
 from conversations import store
 from conversations.events import (
@@ -42,9 +37,7 @@ from workspaces.sandbox import UNSANDBOXED_SETTING, commands_unsandboxed
 from . import hook_points
 from .agent import AgentConfig
 from .confirmation import assess, needs_confirmation
-from .heartbeat import Heartbeat
 from .history import History, history_refresh
-from .lease import lease_claim, release
 from .limits import LIMIT_REASONS, limit_reached, run_limits, tool_refused
 from .llm import LiteLLMClient, LLMClient, LLMError
 from .loop import (
@@ -58,10 +51,8 @@ from .notify import notify_status_on_commit
 from .profiles import UnknownProfileError, profile_get, profile_with_api_key
 from .prompt_check import prompt_check
 from .stuck import detect_stuck
-from .tasks import slice_time_limits
 from .tools.base import Tool, ToolContext, team_secrets, tool_schema
 from .tools.registry import tools_for
-from .transient import TRANSIENT_FAULTS, retry_transient
 from .workers import draining
 
 logger = logging.getLogger(__name__)
@@ -373,99 +364,3 @@ class SliceRunner:
                 return
             if not self.step() or time.monotonic() >= deadline:
                 return
-
-
-def _fail(conversation_id: str, token: str, exc: BaseException) -> None:
-    logger.exception("run slice crashed for conversation %s", conversation_id)
-    history = history_refresh(conversation_id)
-    if history.state.status != Status.RUNNING:
-        return
-    reason = "internal error"
-    store.append(
-        conversation_id,
-        [
-            AgentErrorEvent(code="internal_error", message=f"{type(exc).__name__}: {exc}"),
-            *run_end_events(Status.ERROR, reason, history.state.run_id),
-        ],
-        lease_token=token,
-    )
-
-
-def run_slice(
-    conversation_id: str, slice_id: str, *, llm: LLMClient | None = None,
-    keep_place_for: float = 0.0,
-) -> float | None:  # fmt: skip
-    """Run one slice; then, until `keep_place_for` seconds have passed since the start, the
-    run's next slices in the same call, so a busy conversation keeps its worker instead of
-    going to the back of the queue. Each next slice is recorded and claimed like any other
-    (a new slice id, a fresh lease): duplicate deliveries and the sweeper see one protocol.
-
-    Transient database and broker faults are retried briefly (orchestration.transient); a
-    slice they interrupt hands the run over instead of failing it, and a hand-over that still
-    cannot be saved or sent is left for the sweeper. Returns the seconds to wait before
-    retrying `slice_id`, or None when done."""
-    close_old_connections()
-    started = time.monotonic()
-    first = True
-    while True:
-        claim = retry_transient(
-            partial(lease_claim, conversation_id, slice_id), what=f"claiming slice {slice_id}"
-        )
-        if not isinstance(claim, str):
-            # A next slice that cannot be claimed at once (not expected: this call just
-            # released the lease) is recorded with its due time; the sweeper sends it.
-            return claim if first else None
-        first = False
-        ended_well = _run_claimed(conversation_id, claim, llm)
-        keep = ended_well and time.monotonic() - started < keep_place_for and not draining.is_set()
-        next_slice = _hand_over(conversation_id, claim, keep=keep)
-        if next_slice is None:
-            return None
-        slice_id = next_slice
-
-
-def _run_claimed(conversation_id: str, token: str, llm: LLMClient | None) -> bool:
-    """Run the steps of a claimed slice. False when it ended on a fault: the run then goes
-    back through the queue (or, with the lease lost, to whoever holds it now)."""
-    try:
-        # The task's time limits bound each slice too: Celery enforces them only in the
-        # prefork pool, the lease keeper in every pool (heartbeat.py).
-        with Heartbeat(conversation_id, token, limits=slice_time_limits()) as heartbeat:
-            conversation = Conversation.objects.get(pk=conversation_id)
-            SliceRunner(conversation, token, llm, heartbeat.cancel).run(
-                max_steps=settings.CANVAS_SLICE_STEPS,
-                max_seconds=settings.CANVAS_SLICE_SECONDS,
-            )
-            return not heartbeat.lost.is_set()
-    except store.StaleLeaseError:
-        return False
-    except TRANSIENT_FAULTS:
-        # Postgres or Redis went away mid-slice: not the run's fault. The next slice answers
-        # any action left without a result (recover()).
-        logger.warning("slice of conversation %s hit a transient fault", conversation_id,
-                       exc_info=True)  # fmt: skip
-        return False
-    except SoftTimeLimitExceeded:
-        logger.warning("slice of conversation %s reached the task's soft time limit",
-                       conversation_id)  # fmt: skip
-        return False
-    except Exception as exc:
-        try:
-            retry_transient(partial(_fail, conversation_id, token, exc), what="recording a crash")
-        except TRANSIENT_FAULTS:
-            logger.warning("could not record the crash of conversation %s", conversation_id)
-        return False
-
-
-def _hand_over(conversation_id: str, token: str, *, keep: bool) -> str | None:
-    """Release the lease (see lease.release); None when the run does not continue here."""
-    try:
-        return retry_transient(
-            lambda: release(conversation_id, token, keep=keep), what="handing over"
-        )
-    except TRANSIENT_FAULTS:
-        logger.warning(
-            "could not hand over conversation %s; the sweeper revives it when its lease ends",
-            conversation_id, exc_info=True,
-        )  # fmt: skip
-        return None

@@ -41,7 +41,7 @@ SOFT_TIME_LIMIT, TIME_LIMIT = slice_time_limits()
     retry_backoff=1, retry_backoff_max=10, retry_jitter=True,
 )  # fmt: skip
 def run_slice(self, conversation_id: str, slice_id: str) -> None:
-    from .runner import run_slice as run
+    from .slices import run_slice as run
 
     wait = run(conversation_id, slice_id, keep_place_for=settings.CANVAS_TASK_SECONDS)
     if wait is None:

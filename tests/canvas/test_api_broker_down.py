@@ -15,9 +15,9 @@ from django.test import Client
 from canvas.celery import app as celery_app
 from conversations import store
 from conversations.models import Conversation
-from orchestration.runner import run_slice
+from orchestration.slices import run_slice
 from tests.conftest import wait_for
-from tests.orchestration.test_redis_restart import free_port
+from tests.faults.services import free_port
 from tests.runs import script
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,7 +9,7 @@ from common.errors import Conflict
 from conversations import store
 from conversations.models import Conversation
 from orchestration import approvals, services
-from orchestration.runner import run_slice
+from orchestration.slices import run_slice
 from tests.conftest import wait_for
 from tests.orchestration.test_runner import drive
 from tests.runs import script

@@ -15,7 +15,7 @@ from conversations.models import Conversation
 from orchestration import services
 from orchestration.heartbeat import APPLICATION_NAME, Heartbeat
 from orchestration.interrupts import interrupt_publish
-from orchestration.runner import run_slice
+from orchestration.slices import run_slice
 from tests.conftest import wait_for
 from tests.runs import drive, script
 

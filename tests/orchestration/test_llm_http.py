@@ -115,8 +115,8 @@ def test_provider_error_ends_the_run(fake, monkeypatch, dispatched):
     from conversations import store
     from conversations.events import AgentErrorEvent, RunFinishedEvent
     from conversations.models import Conversation
-    from orchestration.runner import run_slice
     from orchestration.services import conversation_create
+    from orchestration.slices import run_slice
 
     profiles = {
         "fake": {

@@ -23,7 +23,7 @@ from conversations.events import (
 from conversations.models import Conversation
 from orchestration.llm import LiteLLMClient
 from orchestration.profiles import profile_get, profile_with_api_key
-from orchestration.runner import run_slice
+from orchestration.slices import run_slice
 from teams.hooks import hook_create
 from teams.secrets import secret_create
 from tests.api import client_for, send

@@ -12,7 +12,7 @@ from conversations.events import ActionEvent, ObservationEvent
 from conversations.models import Conversation
 from orchestration import services
 from orchestration.lease import lease_claim
-from orchestration.runner import run_slice
+from orchestration.slices import run_slice
 from orchestration.sweep import sweep_runs
 from tests.runs import drive, script
 
@@ -66,7 +66,7 @@ def test_a_slice_waits_while_another_runner_holds_a_live_lease(dispatched):
         owner=None, model="scripted", prompt=script({"say": "hi"})
     )
     conversation_id, slice_id = dispatched.pop()
-    assert isinstance(lease_claim(conversation_id, slice_id), str)
+    assert lease_claim(conversation_id, slice_id).claimed
     wait = run_slice(conversation_id, slice_id)  # the same slice, redelivered while running
     assert wait is not None and 0 < wait <= 31
     Conversation.objects.filter(pk=conversation_id).update(

@@ -14,7 +14,7 @@ import orchestration.dispatch
 from conversations import store
 from conversations.models import Conversation
 from orchestration import services
-from orchestration.runner import run_slice
+from orchestration.slices import run_slice
 from orchestration.sweep import sweep_runs
 from tests.conftest import _database_url, wait_for
 from tests.runs import drive, script
