@@ -25,7 +25,7 @@ from conversations.models import Conversation
 from orchestration import approvals, services
 
 from .access import Action
-from .event_rows import ApprovalCard
+from .event_rows import ApprovalCard, approval_card
 from .team_context import team_context
 from .views import (
     DETAIL_TEMPLATE,
@@ -169,9 +169,12 @@ def _waiting(request: HttpRequest) -> Any:
 @require_GET
 @vary_on_headers("HX-Request")  # the page, or (polled) just its rows
 def approval_list(request: HttpRequest) -> HttpResponse:
+    # Polled every 2 s: a fixed number of queries however many conversations wait.
+    conversations = list(_waiting(request).select_related("team")[:WAITING_LIMIT])
+    pending = approvals.pending_actions_for(c.pk for c in conversations)
     waiting = [
-        WaitingConversation(conversation=c, cards=_pending_cards(c))
-        for c in _waiting(request).select_related("team")[:WAITING_LIMIT]
+        WaitingConversation(conversation=c, cards=[approval_card(p) for p in pending[c.pk]])
+        for c in conversations
     ]
     context: dict[str, Any] = {"waiting": [w for w in waiting if w.cards]}
     template = APPROVALS_TEMPLATE + ("#approval-rows" if request.htmx else "")

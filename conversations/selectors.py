@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import F, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Coalesce
 
 from .events import ActionEvent, RunStartedEvent
 from .models import Conversation, ConversationEvent
@@ -50,6 +52,32 @@ def held_batch_start(conversation_id) -> int | None:
         .first()
     )
     return None if row is None else row[0] - int(row[1] or 0)
+
+
+def held_batch_starts(conversation_ids) -> dict:
+    """`held_batch_start` of many conversations in one query, whatever their number:
+    conversation id -> seq, leaving out those that never held an action.
+
+    One correlated subquery per conversation walks its (conversation, seq) index backwards, as
+    `held_batch_start` does; plain SQL, so it runs on SQLite (the embedded mode) as well as on
+    Postgres, which DISTINCT ON would not.
+    """
+    index = Coalesce(Cast(KeyTextTransform("batch_index", "payload"), IntegerField()), Value(0))
+    latest = (
+        ConversationEvent.objects.filter(
+            conversation_id=OuterRef("pk"), type=TOOL_CALL, payload__requires_confirmation=True
+        )
+        .order_by("-seq")
+        .annotate(start=F("seq") - index)
+        .values("start")[:1]
+    )
+    rows = (
+        Conversation.objects.filter(pk__in=list(conversation_ids))
+        .annotate(start=Subquery(latest, output_field=IntegerField()))
+        .filter(start__isnull=False)
+        .values_list("pk", "start")
+    )
+    return dict(rows)
 
 
 def action_exists(conversation_id, action_id: str) -> bool:

@@ -9,7 +9,7 @@ publishes to websockets only after commit, the stored (redacted) records.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils.timezone import now
 
 from . import broadcast
@@ -26,7 +26,7 @@ from .models import Conversation, ConversationEvent
 from .store_base import AppendedRows, StaleLeaseError, redact, row_delta
 from .store_postgres import append_rows
 
-__all__ = ["StaleLeaseError", "StoredEvent", "aload", "append", "load"]
+__all__ = ["StaleLeaseError", "StoredEvent", "aload", "append", "load", "load_many"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +151,20 @@ def load(
 ) -> list[StoredEvent]:
     """Events with seq > after_seq in seq order, at most `limit` of them."""
     return _to_stored(_rows(conversation_id, after_seq, limit))
+
+
+def load_many(after_seqs: Mapping[uuid.UUID, int]) -> dict[uuid.UUID, list[StoredEvent]]:
+    """`load` of several conversations in one query: conversation id -> its events with
+    seq > its after_seq, in seq order (an empty list where there are none)."""
+    if not after_seqs:
+        return {}
+    match = Q()
+    for conversation_id, after_seq in after_seqs.items():
+        match |= Q(conversation_id=conversation_id, seq__gt=after_seq)
+    grouped: dict[uuid.UUID, list[ConversationEvent]] = {pk: [] for pk in after_seqs}
+    for row in ConversationEvent.objects.filter(match).order_by("conversation_id", "seq"):
+        grouped[row.conversation_id].append(row)
+    return {pk: _to_stored(rows) for pk, rows in grouped.items()}
 
 
 async def aload(

@@ -32,6 +32,7 @@ from conversations.selectors import (
     action_exists,
     conversations_visible_to,
     held_batch_start,
+    held_batch_starts,
     latest_run_id,
 )
 from teams.audit import audit_record
@@ -81,6 +82,20 @@ def pending_actions(conversation_id) -> list[PendingAction]:
     conversation = Conversation.objects.filter(pk=conversation_id).only("status").first()
     if conversation is None or conversation.status != Status.WAITING_FOR_CONFIRMATION:
         return []
+    return _pending(_events(conversation_id))
+
+
+def pending_actions_for(conversation_ids) -> dict[Any, list[PendingAction]]:
+    """`pending_actions` of many conversations in two queries, however many there are: for
+    conversations the caller read as waiting (conversations_waiting); id -> its actions, none
+    for one decided since."""
+    ids = list(conversation_ids)
+    starts = held_batch_starts(ids)
+    loaded = store.load_many({pk: start - 1 for pk, start in starts.items()})
+    return {pk: _pending([(s.seq, s.event) for s in loaded.get(pk, [])]) for pk in ids}
+
+
+def _pending(events: list[tuple[int, AnyEvent]]) -> list[PendingAction]:
     return [
         PendingAction(
             action_id=action.id,
@@ -92,7 +107,7 @@ def pending_actions(conversation_id) -> list[PendingAction]:
             rules=[(rule, rule_explanation(rule)) for rule in action.risk_rules],
             thought=action.thought,
         )
-        for seq, action in pending_in(_events(conversation_id))
+        for seq, action in pending_in(events)
     ]
 
 

@@ -11,7 +11,9 @@ import re
 
 import pytest
 from channels.db import database_sync_to_async
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from conversations import store
@@ -330,6 +332,31 @@ def test_the_approvals_page_lists_waiting_conversations(alice, user, waiting, di
     approvals.action_reject(conversation_id=waiting.pk, action_id=pending_id(waiting), by=user)
     assert "Nothing is waiting for approval" in alice.get(reverse("approvals")).content.decode()
     assert ">0</span>" in alice.get(reverse("approvals-count")).content.decode()
+
+
+def test_the_approvals_page_queries_do_not_grow_with_the_conversations(
+    alice, user, waiting, dispatched, django_assert_max_num_queries
+):
+    with CaptureQueriesContext(connection) as one_waiting:
+        alice.get(reverse("approvals"), HTTP_HX_REQUEST="true")
+    more = [start(user, dispatched, terminal(RISKY), FINISH) for _ in range(2)]
+    # Held second in a parallel batch, and held again after an earlier batch was decided.
+    more.append(start(user, dispatched, {"tools": [terminal("echo a"), terminal("sudo ls")]}))
+    again = start(user, dispatched, terminal(RISKY), terminal("sudo true"), FINISH)
+    approvals.action_approve(conversation_id=again.pk, action_id=pending_id(again), by=user)
+    drive(dispatched)
+    more.append(again)
+    assert all(c.status == Status.WAITING_FOR_CONFIRMATION for c in Conversation.objects.all())
+    finished = start(user, dispatched, terminal("echo fine"), FINISH)
+
+    with django_assert_max_num_queries(len(one_waiting)):
+        rows = alice.get(reverse("approvals"), HTTP_HX_REQUEST="true").content.decode()
+    assert all(url("conversation-detail", c) in rows for c in [waiting, *more])
+    assert url("conversation-detail", finished) not in rows
+    assert rows.count('class="risk-badge risk-high">HIGH') == 5
+    assert "sudo ls" in rows and "sudo true" in rows
+    ids = [c.pk for c in [waiting, *more, finished]]
+    assert approvals.pending_actions_for(ids) == {pk: approvals.pending_actions(pk) for pk in ids}
 
 
 def test_the_nav_links_to_the_approvals_page(alice):
