@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, wait_for
+from tests.faults.services import free_port
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -63,12 +63,6 @@ def test_run_conversation_json_lines_and_nonzero_exit_when_not_finished(env, tmp
     assert records[-1]["type"] == "run.finished" and records[-1]["status"] == "error"
     assert any(r["type"] == "agent.error" and r["code"] == "max_iterations" for r in records)
     assert "ended error" in result.stderr
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_serve_runs_a_conversation_with_its_in_process_worker(env):

@@ -1,5 +1,6 @@
-"""A Redis and a Postgres of the fault suite's own, on free ports, that its cases may stop,
-restart or cut off. The shared services (5432, 6379) are never touched."""
+"""A Redis and a Postgres of a test's own, on free ports, that it may stop, restart or cut off
+(the fault suite, and the worker and API tests that lose their broker). The shared services
+(5432, 6379) are never touched."""
 
 from __future__ import annotations
 

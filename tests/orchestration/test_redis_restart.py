@@ -3,9 +3,6 @@
 Uses a private redis-server on its own port so the shared one is never disturbed."""
 
 import json
-import shutil
-import socket
-import subprocess
 
 import pytest
 import redis
@@ -15,49 +12,16 @@ from conversations.models import Conversation
 from orchestration import services
 from orchestration.dispatch import RUN_SLICE_TASK
 from tests.conftest import wait_for
+from tests.faults.services import PrivateRedis
 
 pytestmark = pytest.mark.worker
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class PrivateRedis:
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [shutil.which("redis-server") or "redis-server", "--port", str(self.port),
-             "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        wait_for(self.answers, 10, 0.05, "private redis to start")
-
-    def answers(self) -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
-                s.sendall(b"PING\r\n")
-                return s.recv(16).startswith(b"+PONG")
-        except OSError:
-            return False
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(5)
-
-
 @pytest.fixture
 def private_redis():
-    redis = PrivateRedis(free_port())
-    redis.start()
-    yield redis
-    redis.stop()
+    server = PrivateRedis().start()
+    yield server
+    server.stop()
 
 
 def run_to_finish(broker: Celery, dispatched: list, text: str) -> None:
@@ -76,7 +40,7 @@ def run_to_finish(broker: Celery, dispatched: list, text: str) -> None:
 def test_worker_consumes_again_after_redis_restarts(
     start_worker, private_redis, dispatched, tmp_path
 ):
-    url = f"redis://127.0.0.1:{private_redis.port}/0"
+    url = private_redis.url
     broker = Celery("restart-test", broker=url, set_as_current=False)
     worker = start_worker(extra_env={"REDIS_URL": url})
     run_to_finish(broker, dispatched, "before the restart")
