@@ -62,9 +62,8 @@ async def json_socket(conversation, raw_token: str) -> WebsocketCommunicator:
     return communicator
 
 
-async def page_socket(conversation, user) -> WebsocketCommunicator:
-    """The conversation page's socket, resumed and relaying."""
-    headers = await database_sync_to_async(session_headers)(user)
+async def page_socket(conversation, headers: list[tuple[bytes, bytes]]) -> WebsocketCommunicator:
+    """The conversation page's socket on the session in `headers`, resumed and relaying."""
     communicator = WebsocketCommunicator(
         application, f"/ws/ui/conversations/{conversation.pk}/", headers=headers
     )
@@ -89,6 +88,19 @@ async def expect_closed(communicator, code: CloseCode, since: float, conversatio
 
 def call(client: Client, method: str, url: str, body=None) -> int:
     return send(client, method, url, body).status_code
+
+
+async def session_of(user) -> list[tuple[bytes, bytes]]:
+    """Headers that carry a logged-in session of `user`."""
+    return await database_sync_to_async(session_headers)(user)
+
+
+async def remove_bob(user, team) -> float:
+    """Alice removes bob from the team through the API; when the answer came."""
+    client = await database_sync_to_async(alice_api)(user)
+    url = f"/api/teams/{team.pk}/members/bob"
+    assert await database_sync_to_async(call)(client, "delete", url) == 204
+    return time.monotonic()
 
 
 async def test_revoking_the_token_closes_its_json_socket_with_4401(user, api_token):
@@ -122,22 +134,14 @@ async def test_removing_the_member_closes_their_json_socket_with_4404(user, team
     conversation = await database_sync_to_async(make_conversation)(user)
     _token, raw = await database_sync_to_async(api_token_create)(user=bob, name="bob's")
     communicator = await json_socket(conversation, raw)
-    client = await database_sync_to_async(alice_api)(user)
-
-    url = f"/api/teams/{team.pk}/members/bob"
-    assert await database_sync_to_async(call)(client, "delete", url) == 204
-    started = time.monotonic()
+    started = await remove_bob(user, team)
     await expect_closed(communicator, CloseCode.NOT_FOUND, started, conversation)
 
 
 async def test_removing_the_member_closes_their_page_socket_with_4404(user, team, bob):
     conversation = await database_sync_to_async(make_conversation)(user)
-    communicator = await page_socket(conversation, bob)
-    client = await database_sync_to_async(alice_api)(user)
-
-    url = f"/api/teams/{team.pk}/members/bob"
-    assert await database_sync_to_async(call)(client, "delete", url) == 204
-    started = time.monotonic()
+    communicator = await page_socket(conversation, await session_of(bob))
+    started = await remove_bob(user, team)
     await expect_closed(communicator, CloseCode.NOT_FOUND, started, conversation)
 
 
@@ -163,7 +167,7 @@ async def test_a_role_change_that_keeps_access_keeps_the_socket(user, team, bob,
     conversation = await database_sync_to_async(make_conversation)(user)
     _token, raw = await database_sync_to_async(api_token_create)(user=bob, name="bob's")
     json_feed = await json_socket(conversation, raw)
-    page = await page_socket(conversation, bob)
+    page = await page_socket(conversation, await session_of(bob))
     await receive_from_json(json_feed, "before")  # the page socket's event
     await receive_rows(page, 1)  # and the page's own
     client = await database_sync_to_async(alice_api)(user)
@@ -186,14 +190,8 @@ async def test_a_role_change_that_keeps_access_keeps_the_socket(user, team, bob,
 
 async def test_logging_out_closes_the_page_socket_with_4401(user):
     conversation = await database_sync_to_async(make_conversation)(user)
-    headers = await database_sync_to_async(session_headers)(user)
-    communicator = WebsocketCommunicator(
-        application, f"/ws/ui/conversations/{conversation.pk}/", headers=headers
-    )
-    assert (await communicator.connect())[0]
-    await communicator.send_to(text_data=json.dumps({"resume": 0}))
-    await append(conversation, "before")
-    await receive_rows(communicator, 1)
+    headers = await session_of(user)
+    communicator = await page_socket(conversation, headers)
     cookie = dict(headers)[b"cookie"].decode().split("=", 1)[1]
 
     def log_out() -> int:
