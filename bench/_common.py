@@ -130,13 +130,13 @@ def setup_django(extra_env: dict[str, str] | None = None, *, migrate: bool = Tru
 
 @contextlib.contextmanager
 def captured_enqueues() -> Iterator[list[tuple[str, str]]]:
-    """Capture the next-slice enqueues (services and runner) instead of sending them."""
+    """Capture the next-slice enqueues (run control and runner) instead of sending them."""
     import orchestration.lease
-    import orchestration.services
+    import orchestration.run_control
     import orchestration.sweep
 
     sent: list[tuple[str, str]] = []
-    modules = (orchestration.lease, orchestration.sweep, orchestration.services)
+    modules = (orchestration.lease, orchestration.sweep, orchestration.run_control)
     originals = [m.enqueue_slice_on_commit for m in modules]
 
     def capture(conversation_id: Any, slice_id: str, **routing: Any) -> None:
@@ -154,7 +154,8 @@ def captured_enqueues() -> Iterator[list[tuple[str, str]]]:
 def quiet_conversation(*, owner: Any = None, title: str = "bench") -> str:
     """A conversation made through the service (team, workspace, first events as in real
     use) whose run is paused at once: benchmarks append to it directly."""
-    from orchestration.services import conversation_create, conversation_pause
+    from orchestration.run_control import conversation_pause
+    from orchestration.services import conversation_create
 
     with captured_enqueues():
         conversation = conversation_create(owner=owner, prompt=title, model="scripted")

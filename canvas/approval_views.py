@@ -1,9 +1,9 @@
-"""Approval cards and run control: each endpoint parses, calls one service, renders a fragment.
+"""Approval cards: each endpoint parses, calls one service, renders a fragment.
 
 Decisions answer with the card they came from (`#approval-card` or `#approval-decided`), so a
 refusal (409 "already decided", 404, 400) is shown inline on that card; approve-all answers
-with the whole `#approvals` section; interrupt and resume answer with the header `#controls`,
-like pause. Without htmx every endpoint redirects back to the conversation with a message.
+with the whole `#approvals` section (pause, interrupt and resume: canvas.run_control_views).
+Without htmx every endpoint redirects back to the conversation with a message.
 The "Needs approval" page lists the current team's waiting conversations and is polled.
 """
 
@@ -22,18 +22,12 @@ from django.views.decorators.vary import vary_on_headers
 
 from common.errors import ServiceError
 from conversations.models import Conversation
-from orchestration import approvals, services
+from orchestration import approvals
 
 from .access import Action
 from .event_rows import ApprovalCard, approval_card
 from .team_context import team_context
-from .views import (
-    DETAIL_TEMPLATE,
-    _back,
-    _conversation_or_404,
-    _pending_cards,
-    _run_control,
-)
+from .views import DETAIL_TEMPLATE, _back, _conversation_or_404, _pending_cards
 
 APPROVALS_TEMPLATE = "canvas/approvals.html"
 WAITING_LIMIT = 50
@@ -144,18 +138,6 @@ def actions_approve_all(request: HttpRequest, conversation_id: uuid.UUID) -> Htt
         "notice_status": status if status != 200 else None,
     }
     return render(request, DETAIL_TEMPLATE + "#approvals", context, status=status)
-
-
-@login_required
-@require_POST
-def conversation_interrupt(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
-    return _run_control(request, conversation_id, approvals.conversation_interrupt)
-
-
-@login_required
-@require_POST
-def conversation_resume(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
-    return _run_control(request, conversation_id, services.conversation_run)
 
 
 def _waiting(request: HttpRequest) -> Any:

@@ -5,7 +5,7 @@ from django.urls import path, register_converter
 
 from common.inputs import PathSegment
 
-from . import approval_views, hook_views, team_views, token_views, views
+from . import approval_views, hook_views, run_control_views, team_views, token_views, views
 
 register_converter(PathSegment, "segment")
 
@@ -32,7 +32,7 @@ urlpatterns = [
     ),
     path(
         "conversations/<uuid:conversation_id>/pause",
-        views.conversation_pause,
+        run_control_views.conversation_pause,
         name="conversation-pause",
     ),
     # Teams, members and the audit log (canvas.team_views); personal API tokens (token_views).
@@ -64,7 +64,8 @@ urlpatterns = [
     path("tokens/", token_views.token_list, name="token-list"),
     path("tokens/new", token_views.token_create, name="token-create"),
     path("tokens/<int:token_id>/revoke", token_views.token_revoke, name="token-revoke"),
-    # Approval cards, run control and the "Needs approval" page (canvas.approval_views).
+    # Approval cards and the "Needs approval" page (canvas.approval_views); interrupt and resume
+    # (canvas.run_control_views, like pause).
     path(
         "conversations/<uuid:conversation_id>/actions/<segment:action_id>/approve",
         approval_views.action_approve,
@@ -82,12 +83,12 @@ urlpatterns = [
     ),
     path(
         "conversations/<uuid:conversation_id>/interrupt",
-        approval_views.conversation_interrupt,
+        run_control_views.conversation_interrupt,
         name="conversation-interrupt",
     ),
     path(
         "conversations/<uuid:conversation_id>/resume",
-        approval_views.conversation_resume,
+        run_control_views.conversation_resume,
         name="conversation-resume",
     ),
     path("approvals/", approval_views.approval_list, name="approvals"),

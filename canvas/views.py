@@ -150,25 +150,3 @@ def _back(request: HttpRequest, conversation: Conversation, notice: str | None) 
     if notice:
         messages.warning(request, notice)
     return redirect("conversation-detail", conversation_id=conversation.pk)
-
-
-def _run_control(request: HttpRequest, conversation_id: uuid.UUID, service: Any) -> HttpResponse:
-    """Pause, interrupt and resume: one service call, then the header controls."""
-    conversation = _conversation_or_404(request, conversation_id, Action.ACT)
-    notice, status = None, 200
-    try:
-        service(conversation_id=conversation.pk, by=request.user)
-    except ServiceError as exc:
-        notice, status = exc.detail, exc.status
-    conversation.refresh_from_db()
-    if not request.htmx:
-        return _back(request, conversation, notice)
-    context = _header_context(conversation, status=conversation.status, can_act=True)
-    context["notice"] = notice
-    return render(request, DETAIL_TEMPLATE + "#controls", context, status=status)
-
-
-@login_required
-@require_POST
-def conversation_pause(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
-    return _run_control(request, conversation_id, services.conversation_pause)

@@ -1,4 +1,5 @@
-"""The approval inbox: held actions, decisions on them, and interrupting a run.
+"""The approval inbox: held actions and the decisions on them (interrupting a run is run
+control: orchestration.run_control).
 
 A held action waits with the conversation in WAITING_FOR_CONFIRMATION. Each decision is an
 event naming who decided; a rejection also gives the action its observation, carrying the
@@ -15,7 +16,6 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import QuerySet
-from django.utils import timezone
 
 from common.errors import Conflict, NotFound
 from conversations import store
@@ -33,13 +33,11 @@ from conversations.selectors import (
     conversations_visible_to,
     held_batch_start,
     held_batch_starts,
-    latest_run_id,
 )
 from teams.audit import audit_record
 
 from .dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
-from .interrupts import interrupt_publish_on_commit
-from .loop import rejected_observation, run_end_events
+from .loop import rejected_observation
 from .risk import rule_explanation
 
 
@@ -177,24 +175,6 @@ def action_reject(*, conversation_id, action_id: str, by, reason: str = "") -> N
 
 def actions_approve_all(*, conversation_id, by) -> int:
     return _decide(conversation_id, None, decision="approved", by=by, reason="")
-
-
-def conversation_interrupt(*, conversation_id, by) -> None:
-    """Stop the run now: the LLM call or command in flight is abandoned within seconds and the
-    interrupted action gets an observation saying so. Resume continues the conversation."""
-    name = _name(by)
-    with transaction.atomic():
-        conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
-        if conversation.status != Status.RUNNING:
-            raise Conflict(f"the conversation is not running (it is {conversation.status}).")
-        conversation.interrupt_requested_at = timezone.now()
-        conversation.save(update_fields=["interrupt_requested_at", "updated_at"])
-        interrupt_publish_on_commit(conversation.pk)  # the fast path to the running slice
-        reason = f"interrupted by {name}"
-        store.append(
-            conversation.pk,
-            run_end_events(Status.PAUSED, reason, latest_run_id(conversation.pk)),
-        )
 
 
 def conversations_waiting(user, team_id: int | None = None) -> QuerySet[Conversation]:

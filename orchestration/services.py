@@ -1,6 +1,7 @@
-"""Starting, continuing and pausing runs. Every state change is an event appended through the
-store, together with the row's run bookkeeping, in one transaction; the slice task is sent
-only after commit."""
+"""Creating conversations and posting messages. Every state change is an event appended
+through the store, together with the row's run bookkeeping, in one transaction; a run they
+start is sent only after commit (orchestration.run_control, which also continues, pauses and
+interrupts runs)."""
 
 from __future__ import annotations
 
@@ -13,18 +14,11 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Q
 
-from common.errors import Conflict, Forbidden, InvalidInput
+from common.errors import Forbidden, InvalidInput
 from conversations import store
-from conversations.events import (
-    RunStartedEvent,
-    Status,
-    StatusChangeEvent,
-    SystemPromptEvent,
-    UserMessageEvent,
-)
+from conversations.events import Status, SystemPromptEvent, UserMessageEvent
 from conversations.models import Conversation
 from conversations.redaction import redactor_for_team
-from conversations.selectors import latest_run_id
 from teams.audit import audit_record
 from teams.models import Team
 from teams.permissions import Action, role_allows, team_role
@@ -33,9 +27,8 @@ from teams.services import team_ensure_personal, team_get_for
 from workspaces.paths import WorkspaceNameError, workspace_in_area
 
 from .agent import DEFAULT_TOOLS, AgentConfig
-from .dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
-from .loop import run_end_events
 from .profiles import UnknownProfileError, profile_get
+from .run_control import run_start
 from .tools.base import tool_schema
 from .tools.registry import tools_for
 
@@ -99,22 +92,6 @@ def _check_text(text: str) -> str:
     if len(text) > MAX_PROMPT_CHARS:
         raise InvalidInput(f"the message is longer than {MAX_PROMPT_CHARS} characters.")
     return text
-
-
-def _start_run(conversation: Conversation, previous: Status, trigger: str) -> list:
-    conversation.run_slice = new_slice_id()
-    conversation.run_slice_due_at = slice_due_at()
-    conversation.interrupt_requested_at = None  # an old Interrupt must not stop the new run
-    conversation.save(
-        update_fields=["run_slice", "run_slice_due_at", "interrupt_requested_at", "updated_at"]
-    )
-    enqueue_slice_on_commit(
-        conversation.pk, conversation.run_slice, worker_host=conversation.worker_host
-    )
-    return [
-        RunStartedEvent(trigger=trigger),
-        StatusChangeEvent(status=Status.RUNNING, previous=previous, reason=f"run by {trigger}"),
-    ]
 
 
 LOCAL_TEAM = "Local"
@@ -230,7 +207,7 @@ def conversation_create(
         # UserPromptSubmit hooks check the prompt on the worker, before the model reads it
         # (orchestration.prompt_check): the web process never runs a hook.
         events = [system, UserMessageEvent(text=prompt, sender=sender)]
-        events += _start_run(conversation, Status.IDLE, sender or "api")
+        events += run_start(conversation, Status.IDLE, sender or "api")
         store.append(conversation.pk, events)
         audit_record(
             actor=owner, kind="conversation.created", team=conversation.team,
@@ -238,10 +215,6 @@ def conversation_create(
         )  # fmt: skip
     conversation.refresh_from_db()
     return conversation
-
-
-def _locked(conversation_id) -> Conversation:
-    return Conversation.objects.select_for_update().get(pk=conversation_id)
 
 
 def conversation_post_message(
@@ -255,65 +228,8 @@ def conversation_post_message(
     _check_text(text)
     name = sender.get_username() if sender is not None else None
     with transaction.atomic():
-        conversation = _locked(conversation_id)
+        conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
         events: list = [UserMessageEvent(text=text, sender=name)]
         if conversation.status != Status.RUNNING:
-            events += _start_run(conversation, Status(conversation.status), name or "api")
+            events += run_start(conversation, Status(conversation.status), name or "api")
         return store.append(conversation.pk, events)[0].seq
-
-
-def conversation_run(
-    *,
-    conversation_id,
-    by: AbstractBaseUser | None,
-    max_iterations: int | None = None,
-    max_cost_usd: float | None = None,
-) -> None:
-    """Continue a conversation that is not running (after a pause, an error, a limit).
-
-    `max_iterations` / `max_cost_usd` raise (or lower) this conversation's own per-run limits
-    first, within its team's policy: how a person continues a run that hit a limit."""
-    with transaction.atomic():
-        conversation = _locked(conversation_id)
-        if conversation.status == Status.RUNNING:
-            raise Conflict("the conversation is already running.")
-        name = by.get_username() if by is not None else "api"
-        if max_iterations is not None or max_cost_usd is not None:
-            _set_run_limits(conversation, max_iterations, max_cost_usd, by=by)
-        store.append(conversation.pk, _start_run(conversation, Status(conversation.status), name))
-
-
-def _set_run_limits(conversation: Conversation, iterations, cost, *, by) -> None:
-    config = AgentConfig.model_validate(conversation.agent_config)
-    requested = {
-        "max_iterations": iterations if iterations is not None else config.max_iterations,
-        "max_cost_usd": cost if cost is not None else config.max_cost_usd,
-    }
-    allowed = tighten(policy_for_team(conversation.team_id), requested)
-    updated = config.model_copy(
-        update={
-            "max_iterations": allowed["max_iterations"],
-            "max_cost_usd": allowed["max_cost_usd"],
-        }
-    )
-    conversation.agent_config = updated.model_dump(mode="json")
-    conversation.save(update_fields=["agent_config", "updated_at"])
-    audit_record(
-        actor=by, kind="conversation.limits_changed", team=conversation.team_id,
-        target=str(conversation.pk),
-        data={"max_iterations": updated.max_iterations, "max_cost_usd": updated.max_cost_usd},
-    )  # fmt: skip
-
-
-def conversation_pause(*, conversation_id, by: AbstractBaseUser | None) -> None:
-    """Stop the run between steps; the step in flight completes and is recorded."""
-    name = by.get_username() if by is not None else "api"
-    with transaction.atomic():
-        conversation = _locked(conversation_id)
-        if conversation.status != Status.RUNNING:
-            raise Conflict(f"the conversation is not running (it is {conversation.status}).")
-        run_id = latest_run_id(conversation.pk)
-        store.append(
-            conversation.pk,
-            run_end_events(Status.PAUSED, f"paused by {name}", run_id, finished_reason="paused"),
-        )

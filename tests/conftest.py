@@ -100,11 +100,11 @@ def dispatched(monkeypatch) -> list[tuple[str, str]]:
 
     import orchestration.approvals
     import orchestration.lease
-    import orchestration.services
+    import orchestration.run_control
     import orchestration.sweep
 
     for module in (
-        orchestration.services,
+        orchestration.run_control,
         orchestration.lease,
         orchestration.sweep,
         orchestration.approvals,

@@ -13,7 +13,7 @@ from pydantic import Field
 from common.inputs import Id, Int, Key, Money, Offset, Text
 from conversations import store
 from conversations.models import Conversation
-from orchestration import approvals, services
+from orchestration import approvals, run_control, services
 from teams.vocabulary import ConfirmationModeName, RiskName
 
 from ..access import Action, conversation_for, conversations_visible_to
@@ -188,7 +188,7 @@ class RunIn(Schema):
 @router.post("/{conversation_id}/run", response={202: dict, **ERRORS})
 def conversation_run(request: HttpRequest, conversation_id: Key, body: RunIn | None = None):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
-    services.conversation_run(
+    run_control.conversation_run(
         conversation_id=conversation.pk, by=request.user,
         max_iterations=body.max_iterations if body else None,
         max_cost_usd=body.max_cost_usd if body else None,
@@ -199,7 +199,7 @@ def conversation_run(request: HttpRequest, conversation_id: Key, body: RunIn | N
 @router.post("/{conversation_id}/pause", response={200: dict, **ERRORS})
 def conversation_pause(request: HttpRequest, conversation_id: Key):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
-    services.conversation_pause(conversation_id=conversation.pk, by=request.user)
+    run_control.conversation_pause(conversation_id=conversation.pk, by=request.user)
     return Status(200, {"status": "paused"})
 
 
@@ -252,7 +252,7 @@ def actions_approve_all(request: HttpRequest, conversation_id: Key):
 @router.post("/{conversation_id}/interrupt", response={200: dict, **ERRORS})
 def conversation_interrupt(request: HttpRequest, conversation_id: Key):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
-    approvals.conversation_interrupt(conversation_id=conversation.pk, by=request.user)
+    run_control.conversation_interrupt(conversation_id=conversation.pk, by=request.user)
     return {"status": "paused"}
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conversations.models import Conversation
-from orchestration import services
+from orchestration import run_control, services
 from orchestration.dispatch import RUN_SLICE_TASK
 from tests.conftest import wait_for
 from tests.runs import script
@@ -60,9 +60,9 @@ def test_twenty_concurrent_run_requests_start_exactly_one_run(stack):
 
         barrier.wait()
         try:
-            services.conversation_run(conversation_id=conversation.pk, by=None)
+            run_control.conversation_run(conversation_id=conversation.pk, by=None)
             outcomes.append("started")
-        except services.Conflict:
+        except run_control.Conflict:
             outcomes.append("conflict")
         finally:
             connection.close()

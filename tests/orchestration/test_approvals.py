@@ -8,7 +8,7 @@ import pytest
 from common.errors import Conflict
 from conversations import store
 from conversations.models import Conversation
-from orchestration import approvals, services
+from orchestration import approvals, run_control, services
 from orchestration.slices import run_slice
 from tests.conftest import wait_for
 from tests.orchestration.test_runner import drive
@@ -155,15 +155,15 @@ def test_interrupt_stops_a_running_command_within_two_seconds(user, dispatched):
     started = workspace(conversation) / "started.txt"  # the command is running
     wait_for(started.exists, 10, 0.02, "the command to start")
     asked = time.monotonic()
-    approvals.conversation_interrupt(conversation_id=conversation.pk, by=user)
+    run_control.conversation_interrupt(conversation_id=conversation.pk, by=user)
     worker.join(10)
     assert time.monotonic() - asked < 2.0
     result = next(e for e in events(conversation) if e.type == "tool.result")
     assert result.interrupted and "interrupted" in result.content
     assert status(conversation) == "paused"
     with pytest.raises(Conflict):
-        approvals.conversation_interrupt(conversation_id=conversation.pk, by=user)
-    services.conversation_run(conversation_id=conversation.pk, by=user)
+        run_control.conversation_interrupt(conversation_id=conversation.pk, by=user)
+    run_control.conversation_run(conversation_id=conversation.pk, by=user)
     drive(dispatched)
     assert status(conversation) == "finished"
 

@@ -20,7 +20,7 @@ from django.db import connection
 from conversations import store
 from conversations.events import AgentErrorEvent, ObservationEvent
 from conversations.models import Conversation
-from orchestration import services
+from orchestration import run_control, services
 from orchestration.admission import QUEUE_RETRY_SECONDS
 from orchestration.agent import AgentConfig
 from orchestration.lease import lease_claim
@@ -193,7 +193,7 @@ def test_the_monthly_team_budget_ends_runs_until_an_admin_raises_it(user, team, 
     assert [e.code for e in errors(second)] == ["budget_month"] and priced.count == calls
 
     policy_update(by=user, team=team, max_cost_per_month_usd="1")
-    services.conversation_run(conversation_id=second.pk, by=user)
+    run_control.conversation_run(conversation_id=second.pk, by=user)
     policy_update(by=user, team=team, max_iterations_per_run=2)  # keep the continued run short
     drive(dispatched)
     assert priced.count == calls + 2
@@ -261,7 +261,7 @@ def test_two_slices_racing_for_the_last_place_cannot_both_get_it(user, team, dis
             (False, True), (True, False),
         ]  # fmt: skip
         for conversation in pair:  # free the place for the next round
-            services.conversation_pause(conversation_id=conversation.pk, by=user)
+            run_control.conversation_pause(conversation_id=conversation.pk, by=user)
         Conversation.objects.filter(team=team).update(lease_token=None, lease_expires_at=None)
 
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 from conversations import store
 from conversations.events import ActionEvent, ObservationEvent
 from conversations.models import Conversation
-from orchestration import services
+from orchestration import run_control, services
 from orchestration.lease import lease_claim
 from orchestration.slices import run_slice
 from orchestration.sweep import sweep_runs
@@ -159,16 +159,16 @@ def test_pause_stops_between_steps_and_run_resumes(dispatched, settings):
     )
     conversation_id, slice_id = dispatched.pop()
     run_slice(conversation_id, slice_id)
-    services.conversation_pause(conversation_id=conversation_id, by=None)
+    run_control.conversation_pause(conversation_id=conversation_id, by=None)
     drive(dispatched)
     conversation.refresh_from_db()
     assert conversation.status == "paused"
     assert types(conversation).count("tool.call") == 1
     with pytest.raises(Exception, match="not running"):
-        services.conversation_pause(conversation_id=conversation_id, by=None)
-    services.conversation_run(conversation_id=conversation_id, by=None)
+        run_control.conversation_pause(conversation_id=conversation_id, by=None)
+    run_control.conversation_run(conversation_id=conversation_id, by=None)
     with pytest.raises(Exception, match="already running"):
-        services.conversation_run(conversation_id=conversation_id, by=None)
+        run_control.conversation_run(conversation_id=conversation_id, by=None)
     drive(dispatched)
     conversation.refresh_from_db()
     assert conversation.status == "finished"
