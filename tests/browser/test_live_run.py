@@ -75,13 +75,19 @@ def server(tmp_path_factory) -> Iterator[str]:
             _wait_for_port(port, proc, log)
             yield f"http://127.0.0.1:{port}"
         finally:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    proc.wait(5)
+            stop_server(proc)
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """SIGTERM the server's process group (started in a session of its own), SIGKILL if it
+    lingers."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
 
 
 @pytest.fixture(scope="module")
