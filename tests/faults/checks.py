@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conversations import store
-from conversations.models import ConversationEvent
+from conversations.models import Conversation, ConversationEvent
 from tests.conftest import wait_for
 
 SIDE_FILE = "side.log"
@@ -24,6 +24,27 @@ def marked_command(marker: str, name: str, seconds: float) -> str:
     return (
         f"echo 'start {name}' >> {SIDE_FILE}; (exec -a {marker}-{name} sleep {seconds}); "
         f"echo 'end {name}' >> {SIDE_FILE}"
+    )
+
+
+def status_of(conversation) -> str:
+    return Conversation.objects.get(pk=conversation.pk).status
+
+
+def side_lines(conversation) -> list[str]:
+    """The start/end lines the run's marked commands wrote so far."""
+    return _side_lines(Path(conversation.workspace_path))
+
+
+def _side_lines(workspace: Path) -> list[str]:
+    side = workspace / SIDE_FILE
+    return side.read_text().splitlines() if side.exists() else []
+
+
+def wait_started(conversation, name: str, timeout: float = 60) -> None:
+    """Until the marked command `name` has written its start line."""
+    wait_for(
+        lambda: f"start {name}" in side_lines(conversation), timeout, message=f"{name} to start"
     )
 
 
@@ -48,8 +69,7 @@ def assert_log_whole(conversation_id) -> list:
 def assert_no_overlap(workspace: Path) -> list[str]:
     """Each `end X` follows `start X` with no other start between: a command killed with its
     runner has no end; one that ran on past its runner ends after the next one started."""
-    side = workspace / SIDE_FILE
-    lines = side.read_text().splitlines() if side.exists() else []
+    lines = _side_lines(workspace)
     running: str | None = None
     for line in lines:
         kind, name = line.split(" ", 1)

@@ -24,21 +24,14 @@ from .checks import (
     assert_nothing_running,
     marked_command,
     marked_pids,
+    status_of,
+    wait_started,
 )
 
 pytestmark = pytest.mark.worker
 
 RECOVERY_TARGET = 10.0
 """Seconds, with a 2 s lease and a 1 s sweep (stack.FAST_RECOVERY)."""
-
-
-def status_of(conversation) -> str:
-    return Conversation.objects.get(pk=conversation.pk).status
-
-
-def side_lines(conversation) -> list[str]:
-    side = Path(conversation.workspace_path) / "side.log"
-    return side.read_text().splitlines() if side.exists() else []
 
 
 def command_run(stack) -> Conversation:
@@ -75,7 +68,7 @@ def test_kill_9_of_a_worker_mid_command(stack):
     first = stack.start_worker()
     stack.start_worker()  # already up: the measure is the framework's, not a worker's boot
     conversation = command_run(stack)
-    wait_for(lambda: "start c1" in side_lines(conversation), 60, message="c1 to start")
+    wait_started(conversation, "c1")
     first.kill()
     assert_recovered_from_interrupted_command(stack, conversation, Fault.now(conversation.pk))
 
@@ -97,7 +90,7 @@ def pool_process_of(worker, marker: str) -> int:
 def test_kill_9_of_a_pool_process_mid_command(stack):
     worker = stack.start_worker(pool="prefork", concurrency=2)
     conversation = command_run(stack)
-    wait_for(lambda: "start c1" in side_lines(conversation), 60, message="c1 to start")
+    wait_started(conversation, "c1")
     wait_for(lambda: marked_pids(stack.marker), 10, message="c1's process")
     pool_process = pool_process_of(worker, stack.marker)
     os.kill(pool_process, signal.SIGKILL)

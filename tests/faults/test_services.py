@@ -20,6 +20,8 @@ from .checks import (
     assert_no_overlap,
     assert_nothing_running,
     marked_command,
+    status_of,
+    wait_started,
 )
 
 pytestmark = pytest.mark.worker
@@ -33,23 +35,19 @@ EVERY_SLICE_THROUGH_THE_BROKER = {"CANVAS_SLICE_STEPS": "1", "CANVAS_TASK_SECOND
 """Each step its own slice, each slice its own message: the fault meets a hand-over."""
 
 
-def status_of(conversation) -> str:
-    return Conversation.objects.get(pk=conversation.pk).status
-
-
-def side_lines(conversation) -> list[str]:
-    side = Path(conversation.workspace_path) / "side.log"
-    return side.read_text().splitlines() if side.exists() else []
-
-
-def steady_run(stack) -> Conversation:
-    return services.conversation_create(
+def steady_run_under_way(stack) -> Conversation:
+    """Two workers on a steady run that has reached its fourth command: where the fault hits."""
+    stack.start_worker(**EVERY_SLICE_THROUGH_THE_BROKER)
+    stack.start_worker(**EVERY_SLICE_THROUGH_THE_BROKER)
+    conversation = services.conversation_create(
         owner=None, model="scripted",
         prompt=script(*[
             {"tool": "terminal", "args": {"command": marked_command(stack.marker, f"c{i}", 0.3)}}
             for i in range(STEPS)
         ], {"tool": "finish", "args": {"message": "done"}}),
     )  # fmt: skip
+    wait_started(conversation, "c3")
+    return conversation
 
 
 def assert_run_went_on(stack, conversation, fault: Fault) -> float:
@@ -73,10 +71,7 @@ def _finished(conversation) -> bool:
 
 @pytest.mark.parametrize("fault", ["restart", "flushall"])
 def test_redis_goes_away_mid_run(stack, fault):
-    stack.start_worker(**EVERY_SLICE_THROUGH_THE_BROKER)
-    stack.start_worker(**EVERY_SLICE_THROUGH_THE_BROKER)
-    conversation = steady_run(stack)
-    wait_for(lambda: "start c3" in side_lines(conversation), 60, message="c3 to start")
+    conversation = steady_run_under_way(stack)
     hit = Fault.now(conversation.pk)
     if fault == "restart":
         stack.redis.restart()  # no persistence: queued and unacked messages are gone
@@ -87,10 +82,7 @@ def test_redis_goes_away_mid_run(stack, fault):
 
 @pytest.mark.parametrize("fault", ["restart", "terminate"])
 def test_postgres_goes_away_mid_run(stack, fault):
-    stack.start_worker(**EVERY_SLICE_THROUGH_THE_BROKER)
-    stack.start_worker(**EVERY_SLICE_THROUGH_THE_BROKER)
-    conversation = steady_run(stack)
-    wait_for(lambda: "start c3" in side_lines(conversation), 60, message="c3 to start")
+    conversation = steady_run_under_way(stack)
     hit = Fault.now(conversation.pk)
     if fault == "restart":
         stack.postgres.restart("immediate")  # a crash: every connection dropped at once

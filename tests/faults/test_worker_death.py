@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from conversations.models import Conversation
 from orchestration import services
 from tests.conftest import wait_for
 from tests.runs import script
@@ -23,6 +22,8 @@ from .checks import (
     assert_no_overlap,
     assert_nothing_running,
     marked_pids,
+    side_lines,
+    status_of,
 )
 
 UNSANDBOXED = {"CANVAS_BWRAP": "/bin/false", "CANVAS_UNSANDBOXED_COMMANDS": "true"}
@@ -36,15 +37,6 @@ def marked_command(marker: str, name: str, seconds: float) -> str:
         f"echo 'start {name}' >> {SIDE_FILE}; bash -c 'sleep {seconds}; true' {marker}; "
         f"echo 'end {name}' >> {SIDE_FILE}"
     )
-
-
-def status_of(conversation) -> str:
-    return Conversation.objects.get(pk=conversation.pk).status
-
-
-def side_lines(conversation) -> list[str]:
-    side = Path(conversation.workspace_path) / SIDE_FILE
-    return side.read_text().splitlines() if side.exists() else []
 
 
 def runner_process(pid: int) -> int:
