@@ -150,6 +150,7 @@ class EventRelayConsumer(AsyncWebsocketConsumer):
     async def catch_up(self) -> None:
         async with self._relay_lock:
             await self._catch_up_locked()
+            await self.relayed()
 
     async def _catch_up_locked(self) -> None:
         assert self.last_seq is not None
@@ -172,6 +173,7 @@ class EventRelayConsumer(AsyncWebsocketConsumer):
                 await self._forward(records)
             elif message.get("last_seq", 0) > self.last_seq:
                 await self._catch_up_locked()
+            await self.relayed()
 
     async def _forward(self, records: list[dict[str, Any]]) -> None:
         """Send records after last_seq; call with the relay lock held."""
@@ -189,6 +191,10 @@ class EventRelayConsumer(AsyncWebsocketConsumer):
 
     async def send_records(self, records: list[dict[str, Any]]) -> None:
         raise NotImplementedError
+
+    async def relayed(self) -> None:
+        """Called with the relay lock held once a catch-up or a hint is relayed, however many
+        pages it took: what sums up the records just sent (a header) is sent once, here."""
 
 
 class EventStreamConsumer(EventRelayConsumer):

@@ -9,6 +9,11 @@ is sent before the first resume, so a reconnecting page never gets a gap or a du
 Approval cards follow the log: an `action.decision` row also turns its card into "approved /
 rejected by X" (same frame, out of band), and after a status change the header frame carries
 the whole `#approvals` section re-rendered from the pending actions as they are now.
+
+Access is decided at connect and re-checked when it may have changed (canvas.access_signals,
+and a timer), not per message: resuming reads the log after the page's seq, plus the row's
+stats once if the events replayed changed them, plus the pending actions only when the
+conversation is left waiting for a decision.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from channels.db import database_sync_to_async
 from django.template.loader import render_to_string
 
 from common.errors import Forbidden, NotFound
-from conversations.events import StatusChangeEvent
+from conversations.events import Status, StatusChangeEvent
+from conversations.models import Conversation
 from orchestration.approvals import pending_actions
 
 from .access import Action, aconversation_for
@@ -30,6 +36,8 @@ from .ws_close import CloseCode
 
 FRAGMENTS = "canvas/conversation_detail.html"
 STATUS_CHANGED = StatusChangeEvent.model_fields["type"].default
+STATS_FIELDS = ("steps", "tokens_in", "tokens_out", "cost_usd", "created_at")
+"""What the `#stats` fragment shows: the only columns a header refresh reads."""
 
 
 def _wants_header_refresh(record: dict[str, Any]) -> bool:
@@ -45,6 +53,10 @@ class ConversationPageConsumer(EventRelayConsumer):
     """/ws/ui/conversations/{id}/ — HTML fragments, resumed by the page's last seq."""
 
     can_act = False
+    header_due = False
+    """The records sent since the last header frame changed the stats or the status."""
+    status_sent: str | None = None
+    """The last status those records set, if any: the approval cards follow it."""
 
     async def connect(self) -> None:
         if not await self.authorize():
@@ -66,31 +78,38 @@ class ConversationPageConsumer(EventRelayConsumer):
         await self.catch_up()
         self.start_safety_poll()
 
+    def _context(self) -> dict[str, Any]:
+        return {"conversation_id": self.conversation_id, "can_act": self.can_act, "oob": True}
+
     async def send_records(self, records: list[dict[str, Any]]) -> None:
-        context = {"conversation_id": self.conversation_id, "can_act": self.can_act, "oob": True}
+        context = self._context()
         for record in records:
             row = event_row_from_record(record)
             if row.kind == "status-changed":
                 status = row.event.status.value  # type: ignore[union-attr]
                 context |= {"status": status, "status_label": row.status_label}
+                self.status_sent = status
             await self.send(
                 text_data=render_to_string(f"{FRAGMENTS}#event-frame", {**context, "row": row})
             )
-        if any(_wants_header_refresh(r) for r in records):
-            status_changed = any(r.get("type") == STATUS_CHANGED for r in records)
-            await self._send_stats(context, with_approvals=status_changed)
+        self.header_due = self.header_due or any(_wants_header_refresh(r) for r in records)
 
-    async def _send_stats(self, context: dict[str, Any], *, with_approvals: bool = False) -> None:
-        try:
-            conversation = await aconversation_for(
-                self.scope.get("user"), self.conversation_id, Action.VIEW
-            )
-        except NotFound:  # access was withdrawn while the page was open
+    async def relayed(self) -> None:
+        if not self.header_due or self.closing:
+            return
+        status, self.header_due, self.status_sent = self.status_sent, False, None
+        conversation = await (
+            Conversation.objects.filter(pk=self.conversation_id).only(*STATS_FIELDS).afirst()
+        )
+        if conversation is None:  # deleted while the page was open
             await self.close_for(CloseCode.NOT_FOUND)
             return
+        context = self._context()
         html = render_to_string(f"{FRAGMENTS}#stats", {**context, "conversation": conversation})
-        if with_approvals:
-            cards = await _pending_cards(self.conversation_id)
+        if status is not None:
+            # Only a conversation left waiting has cards; any other status clears them.
+            waiting = status == Status.WAITING_FOR_CONFIRMATION
+            cards = await _pending_cards(self.conversation_id) if waiting else []
             html += render_to_string(f"{FRAGMENTS}#approvals", {**context, "cards": cards})
         await self.send(text_data=html)
 

@@ -7,10 +7,13 @@ import json
 import re
 
 import pytest
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.db import connections
 from django.test import Client
 
+from canvas import consumers
 from canvas.asgi import application
 from conversations import store
 from conversations.events import (
@@ -165,6 +168,57 @@ async def test_status_change_updates_badge_controls_and_stats(user):
     assert 'id="stats"' in frames[2] and 'hx-swap-oob="true"' in frames[2]
     assert "10 in · 5 out" in frames[2]
     await communicator.disconnect()
+
+
+def test_resuming_reads_the_log_and_the_stats_once(user, monkeypatch):
+    """receive() reads what resuming needs and no more: the log's pages after the page's seq
+    and, once, the stats row; access was decided at connect. Many header-changing events
+    (usage, status changes) cost nothing more, and a resume with nothing new costs one read."""
+    monkeypatch.setattr(consumers, "SAFETY_POLL_SECONDS", 3600)  # only receive() reads here
+    conversation = make_conversation(user, 0)
+    for _ in range(3):
+        store.append(
+            conversation.pk,
+            [
+                event
+                for _ in range(200)
+                for event in (
+                    AgentMessageEvent(text="x", usage=Usage(prompt_tokens=1, completion_tokens=1)),
+                    StatusChangeEvent(status=Status.PAUSED, previous=Status.RUNNING),
+                )
+            ],
+        )
+    last = store.append(conversation.pk, [UserMessageEvent(text="last")])[-1].seq
+    headers = session_headers(user)
+    pages = -(-last // consumers.CATCH_UP_PAGE)
+    idle_resumes = 5
+    sql: list[str] = []
+
+    def count(execute, query, params, many, context):
+        sql.append(query)
+        return execute(query, params, many, context)
+
+    # Under async_to_sync the consumer's database calls run on this thread's connection.
+    database = connections["default"]
+
+    async def scenario() -> None:
+        communicator = await connect(conversation, headers)
+        with database.execute_wrapper(count):
+            await communicator.send_to(text_data=json.dumps({"resume": 0}))
+            frames = []
+            while not frames or 'id="stats"' not in frames[-1]:
+                frames.append(await communicator.receive_from(timeout=10))
+            assert [seq_of(f) for f in frames[:-1]] == list(range(1, last + 1))
+            assert len(sql) <= pages + 1, sql
+            for _ in range(idle_resumes):
+                await communicator.send_to(text_data=json.dumps({"resume": last}))
+            await communicator.send_to(text_data=json.dumps({"resume": last - 1}))
+            [frame] = await receive_rows(communicator, 1)  # every resume before it is done
+            assert seq_of(frame) == last
+        await communicator.disconnect()
+
+    async_to_sync(scenario)()
+    assert len(sql) <= pages + 1 + idle_resumes + 1, sql
 
 
 @pytest.mark.parametrize("message", ["nope", json.dumps({"resume": -1}), json.dumps({"x": 1})])
