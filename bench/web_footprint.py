@@ -83,16 +83,8 @@ def import_check(env: dict[str, str]) -> dict[str, Any]:
 def main() -> None:
     options = common.arg_parser(__doc__.splitlines()[0]).parse_args()
     common.setup_django()
-    env = common.bench_env()
-    port = common.free_port()
-    base = f"http://127.0.0.1:{port}"
-    log = common.scratch_dir() / "web-server.log"
     started = time.monotonic()
-    server = common.start_server(env, port, log)
-    try:
-        login_ready = common.wait_http(f"{base}/login/", timeout=60, proc=server)
-        if login_ready is None:
-            sys.exit(f"the server did not answer; see {log}:\n{log.read_text()[-2000:]}")
+    with common.serving("web-server.log") as (base, server):
         ready = time.monotonic() - started
         api_ready = common.wait_http(f"{base}/api/openapi.json", timeout=10, proc=server)
         for _ in range(WARM_REQUESTS):
@@ -104,9 +96,7 @@ def main() -> None:
                     pass  # any answer exercises the stack
         time.sleep(IDLE_SECONDS)
         rss = common.rss_mb(server.pid)
-    finally:
-        common.stop_process(server)
-    check = import_check(env)
+    check = import_check(common.bench_env())
     result = {
         "ready_s": round(ready, 2),
         "openapi_answered": api_ready is not None,

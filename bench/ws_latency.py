@@ -115,17 +115,11 @@ def main() -> None:
     options = common.arg_parser(__doc__.splitlines()[0]).parse_args()
     common.setup_django()
     count = QUICK_EVENTS if options.quick else EVENTS
-    port = common.free_port()
-    log = common.scratch_dir() / "ws-server.log"
-    server = common.start_server(common.bench_env(), port, log)
-    try:
-        if common.wait_http(f"http://127.0.0.1:{port}/login/", timeout=60, proc=server) is None:
-            sys.exit(f"the server did not answer; see {log}:\n{log.read_text()[-2000:]}")
+    with common.serving("ws-server.log") as (base, _server):
         conversation_id, token, seq = _setup_conversation()
-        url = f"ws://127.0.0.1:{port}/ws/conversations/{conversation_id}/events?after_seq={seq}"
+        ws_base = base.replace("http://", "ws://", 1)
+        url = f"{ws_base}/ws/conversations/{conversation_id}/events?after_seq={seq}"
         result = asyncio.run(_measure(url, token, conversation_id, count))
-    finally:
-        common.stop_process(server)
     result["load_avg"] = os.getloadavg()
     print(
         f"append -> websocket, {result['received']}/{result['events']} events: "
