@@ -48,14 +48,19 @@ def _close_consumer_connections(django_db_setup) -> Iterator[None]:
     SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=30)
 
 
+def owner_of_own_team(django_user_model, name: str):
+    """A user `name` (password `name`-password-1) who owns a team "`name`'s team"."""
+    from teams.services import team_create
+
+    person = django_user_model.objects.create_user(name, password=f"{name}-password-1")
+    team_create(user=person, name=f"{name}'s team")
+    return person
+
+
 @pytest.fixture
 def user(django_user_model):
     """alice, owner of her own team."""
-    from teams.services import team_create
-
-    alice = django_user_model.objects.create_user("alice", password="alice-password-1")
-    team_create(user=alice, name="alice's team")
-    return alice
+    return owner_of_own_team(django_user_model, "alice")
 
 
 @pytest.fixture
@@ -69,11 +74,7 @@ def team(user):
 @pytest.fixture
 def other_user(django_user_model):
     """mallory, owner of another team."""
-    from teams.services import team_create
-
-    mallory = django_user_model.objects.create_user("mallory", password="mallory-password-1")
-    team_create(user=mallory, name="mallory's team")
-    return mallory
+    return owner_of_own_team(django_user_model, "mallory")
 
 
 @pytest.fixture
