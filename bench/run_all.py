@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, tuple[list[str], float]] = {
     "ws_latency": ([], 300.0),
     "web_footprint": ([], 300.0),
     "sandbox_overhead": ([], 300.0),
+    "redaction": ([], 300.0),
 }
 
 
@@ -159,6 +160,18 @@ def sandbox_rows(r: dict[str, Any]) -> list[Row]:
     ]  # fmt: skip
 
 
+def redaction_rows(r: dict[str, Any]) -> list[Row]:
+    if "error" in r:
+        return [("redaction", r["error"], "", False)]
+    few, many = r["10"], r["1000"]
+    return [
+        (f"redact a 4 KB text {case}, 1000 / 10 values",
+         f"{many[key]:.3f} / {few[key]:.3f} ms ({many[key] / few[key]:.1f}x)", "< 5x",
+         many[key] / few[key] < 5)
+        for case, key in (("without a secret", "miss_ms"), ("holding one", "hit_ms"))
+    ]  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Smaller counts, for a smoke run.")
@@ -183,6 +196,7 @@ def main() -> None:
         ("ws_latency", ws_rows),
         ("web_footprint", web_rows),
         ("sandbox_overhead", sandbox_rows),
+        ("redaction", redaction_rows),
     ):
         if name in results:
             rows.extend(make(results[name]))

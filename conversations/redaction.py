@@ -19,9 +19,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from functools import cache
+from functools import cache, lru_cache
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
+
+import ahocorasick
 
 from .events import BaseEvent, event_from_payload, event_to_payload
 from .secret_forms import anchor_text, secret_forms
@@ -36,47 +38,68 @@ the value may still print the old one."""
 
 
 class Redactor:
-    """Replaces each value, and its common encodings, with `<secret:NAME>` in strings."""
+    """Replaces each value, and its common encodings, with `<secret:NAME>` in strings.
+
+    One regex over every form of every value is slow to build and to scan (character classes
+    at most positions: seconds per string at a few hundred values). So a text is first scanned
+    once for the forms' anchors, literals that any match contains (an Aho-Corasick automaton,
+    linear in the text whatever the number of values); only the forms whose anchors appear are
+    joined into a pattern, compiled once per such set and cached.
+    """
 
     def __init__(self, secrets: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
         pairs = secrets.items() if isinstance(secrets, Mapping) else secrets
-        forms: list[tuple[int, str, str]] = []
-        anchors: set[str] = set()
+        forms: list[tuple[int, str, str, str]] = []
         seen: set[str] = set()
         for name, value in pairs:
             if not value or value in seen:
                 continue  # the same value under two names: the first name wins
             seen.add(value)
-            for form in secret_forms(value):
-                forms.append((form.max_len, form.pattern, name))
-                anchors.add(form.anchor)
+            forms.extend((f.max_len, f.pattern, name, f.anchor) for f in secret_forms(value))
         # Longest first: where two forms match at one position, the longer one is replaced
         # whole (a secret that extends another must not leave its tail behind).
         forms.sort(key=lambda f: -f[0])
-        self._replacements = [f"<secret:{name}>" for _, _, name in forms]
-        self._pattern = (
-            re.compile("|".join(f"(?P<s{i}>{p})" for i, (_, p, _) in enumerate(forms)))
-            if forms
-            else None
-        )
-        # The full pattern is slow to scan (character classes at most positions); a search for
-        # plain literals rules out almost every string first.
-        self._anchors = re.compile("|".join(re.escape(a) for a in sorted(anchors, key=len)))
+        self._patterns = [f"(?P<s{i}>{f[1]})" for i, f in enumerate(forms)]
+        self._replacements = [f"<secret:{f[2]}>" for f in forms]
+        by_anchor: dict[str, list[int]] = {}
+        for i, form in enumerate(forms):
+            by_anchor.setdefault(form[3], []).append(i)
+        self._always = tuple(by_anchor.pop("", ()))  # an empty anchor cannot be searched for
+        self._anchor_forms = list(by_anchor.values())
+        self._automaton = ahocorasick.Automaton()
+        for number, anchor in enumerate(by_anchor):
+            self._automaton.add_word(anchor, number)
+        if by_anchor:
+            self._automaton.make_automaton()
         self.max_match = max((f[0] for f in forms), default=0)
         """The longest text one match can span."""
+        self._compiled = lru_cache(maxsize=256)(self._compile)
 
     def __bool__(self) -> bool:
-        return self._pattern is not None
+        return bool(self._patterns)
+
+    def _pattern_for(self, text: str) -> re.Pattern[str] | None:
+        """The forms that can match in `text`, as one pattern; None when none can."""
+        if not self._patterns or not text:
+            return None
+        found: set[int] = set()
+        if self._anchor_forms:
+            found = {number for _, number in self._automaton.iter(anchor_text(text))}
+        if not found and not self._always:
+            return None
+        indices = sorted({*self._always, *(i for n in found for i in self._anchor_forms[n])})
+        return self._compiled(tuple(indices))
+
+    def _compile(self, indices: tuple[int, ...]) -> re.Pattern[str]:
+        return re.compile("|".join(self._patterns[i] for i in indices))
 
     def redact(self, text: str) -> str:
-        if self._pattern is None or not text or not self._anchors.search(anchor_text(text)):
-            return text
-        return self._pattern.sub(self.replacement, text)
+        pattern = self._pattern_for(text)
+        return text if pattern is None else pattern.sub(self.replacement, text)
 
     def finditer(self, text: str) -> Iterator[re.Match[str]]:
-        if self._pattern is None or not self._anchors.search(anchor_text(text)):
-            return iter(())
-        return self._pattern.finditer(text)
+        pattern = self._pattern_for(text)
+        return iter(()) if pattern is None else pattern.finditer(text)
 
     def replacement(self, match: re.Match[str]) -> str:
         return self._replacements[int(match.lastgroup[1:])]  # type: ignore[index]

@@ -151,21 +151,22 @@ class LeaseKeeper:
                 self._renew(leases)
                 backoff = 0.05
             except (DatabaseError, InterfaceError):
-                logger.warning("lease renewal failed; reconnecting", exc_info=True)
                 _close_quietly()
                 retry_at = time.monotonic() + backoff
                 for lease in leases:
                     lease.renew_at = retry_at
                 backoff = min(backoff * 2, 1.0)
+                # Logged last: the keeper acts first, whatever a log line costs.
+                logger.warning("lease renewal failed; reconnecting", exc_info=True)
 
     def _renew(self, leases: list[_Lease]) -> None:
         sent = time.monotonic()
         renewed = lease_renew_all([(lease.conversation_id, lease.token) for lease in leases])
         for lease in leases:
             if lease.conversation_id not in renewed:
-                logger.warning("lease on %s lost: cancelling its slice", lease.conversation_id)
                 lease.lost.set()
                 lease.cancel.set()
+                logger.warning("lease on %s lost: cancelling its slice", lease.conversation_id)
                 continue
             lease.valid_until = sent + settings.CANVAS_LEASE_SECONDS
             lease.renew_at = sent + renew_interval()
@@ -181,16 +182,16 @@ class LeaseKeeper:
             for lease in leases:
                 late = lease.cancel_at is not None and now >= lease.cancel_at
                 if late and not lease.cancel.is_set():
+                    lease.cancel.set()
                     logger.warning(
                         "slice of %s passed its time limit: cancelling it", lease.conversation_id
                     )
-                    lease.cancel.set()
                 if now >= lease.valid_until - margin and not lease.cancel.is_set():
+                    lease.cancel.set()
                     logger.warning(
                         "lease on %s not renewed in time: cancelling its slice",
                         lease.conversation_id,
                     )
-                    lease.cancel.set()
                 if now >= lease.valid_until:
                     lease.lost.set()
             pending = [

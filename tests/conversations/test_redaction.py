@@ -108,6 +108,26 @@ def test_a_longer_secret_is_replaced_whole_when_it_extends_another() -> None:
     assert redactor.redact("token-and-more token") == "<secret:LONG> <secret:SHORT>"
 
 
+def test_among_many_values_each_is_found_with_its_encodings_and_only_it() -> None:
+    """Only the forms whose anchors appear are tried: every value must still be found, plain or
+    encoded, beside its neighbours, and a value that extends another still wins whole."""
+    rng = random.Random(7)
+    values = {f"K{i}": "".join(rng.choices("abcdefXYZ0123456789", k=14)) for i in range(400)}
+    values["K400"] = values["K3"] + "-longer"
+    redactor = Redactor(values)
+    picked = ["K3", "K400", "K17", "K399"]
+    text = " | ".join(
+        f"{values[k]} {base64.b64encode(values[k].encode()).decode()} {quote(values[k])}"
+        for k in picked
+    )
+    redacted = redactor.redact(text)
+    for k in picked:
+        assert values[k] not in redacted
+        assert f"<secret:{k}>" in redacted
+    assert redacted.startswith("<secret:K3> ") and "| <secret:K400> " in redacted
+    assert redactor.redact("none of them here") == "none of them here"
+
+
 def test_one_value_under_two_names_uses_the_first() -> None:
     assert Redactor([("A", "same-value"), ("B", "same-value")]).redact("same-value") == "<secret:A>"
 

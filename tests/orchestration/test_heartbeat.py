@@ -79,18 +79,7 @@ def results(conversation) -> list:
     return [s.event for s in store.load(conversation.pk) if s.event.type == "tool.result"]
 
 
-@pytest.fixture
-def fresh_keeper(monkeypatch):
-    """A keeper of this test's own: the process's keeper has served every earlier test (and
-    the reconnect case failed only after a full suite's worth of them; issue 9 note)."""
-    import orchestration.heartbeat
-
-    monkeypatch.setattr(orchestration.heartbeat, "_keeper", None)
-
-
-def test_the_heartbeat_reconnects_after_its_backend_is_terminated(
-    dispatched, settings, fresh_keeper
-):
+def test_the_heartbeat_reconnects_after_its_backend_is_terminated(dispatched, settings):
     settings.CANVAS_LEASE_SECONDS = 4  # slack for a loaded machine: renewals every 1.3 s
     conversation = start(terminal("echo start >> side; sleep 6; echo end >> side"), {"say": "done"})
     side = workspace(conversation) / "side"
