@@ -85,6 +85,20 @@ def api_token(user) -> str:
 
 
 @pytest.fixture
+def dirs(tmp_path: Path) -> tuple[Path, Path]:
+    """A local workspace's root and state directories (not created yet)."""
+    return tmp_path / "root", tmp_path / "state"
+
+
+@pytest.fixture
+def ws(dirs: tuple[Path, Path]):
+    """A local workspace on `dirs`."""
+    from workspaces.local import LocalWorkspace
+
+    return LocalWorkspace(*dirs)
+
+
+@pytest.fixture
 def loopback_allowed(settings) -> None:
     """Let team webhooks and model profiles reach the fake servers tests run on 127.0.0.1
     (common/netguard.py refuses loopback by default)."""

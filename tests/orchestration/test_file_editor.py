@@ -9,16 +9,6 @@ from orchestration.tools.file_editor import FileEditorArgs, FileEditorTool
 from workspaces.local import LocalWorkspace
 
 
-@pytest.fixture
-def dirs(tmp_path: Path) -> tuple[Path, Path]:
-    return tmp_path / "root", tmp_path / "state"
-
-
-@pytest.fixture
-def ws(dirs: tuple[Path, Path]) -> LocalWorkspace:
-    return LocalWorkspace(*dirs)
-
-
 def edit(ws: LocalWorkspace, command: str, path: str, **kwargs: Any) -> ToolResult:
     """Each call builds a fresh workspace and tool, as a different worker process would."""
     fresh = LocalWorkspace(ws.root, ws.state_dir)

@@ -12,16 +12,6 @@ from workspaces.local import LocalWorkspace
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def dirs(tmp_path: Path) -> tuple[Path, Path]:
-    return tmp_path / "root", tmp_path / "state"
-
-
-@pytest.fixture
-def ws(dirs: tuple[Path, Path]) -> LocalWorkspace:
-    return LocalWorkspace(*dirs)
-
-
 def _alive_in_group(pgid: int) -> list[int]:
     """Pids of live (non-zombie) processes in a process group."""
     alive = []
