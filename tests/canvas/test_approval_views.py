@@ -195,6 +195,17 @@ def test_approve_all_decides_every_pending_action(alice, user, dispatched):
     assert '<span class="status-code">409</span>' in response.content.decode()
 
 
+def control_urls(conversation, action_id: str) -> tuple[str, ...]:
+    """Every write the page of a conversation with a held action offers."""
+    return (
+        url("action-approve", conversation, action_id),
+        url("action-reject", conversation, action_id),
+        url("actions-approve-all", conversation),
+        url("conversation-interrupt", conversation),
+        url("conversation-resume", conversation),
+    )
+
+
 def test_viewer_sees_cards_without_buttons_and_gets_403(client, user, waiting, django_user_model):
     viewer = django_user_model.objects.create_user("victor", password="victor-password-1")
     member_add(by=user, team=team_default_for(user), username="victor", role=Role.VIEWER)
@@ -206,13 +217,7 @@ def test_viewer_sees_cards_without_buttons_and_gets_403(client, user, waiting, d
     assert url("action-reject", waiting, action_id) not in page
     assert "Waiting for a team member" in page
     before = Conversation.objects.get(pk=waiting.pk).last_seq
-    for path in (
-        url("action-approve", waiting, action_id),
-        url("action-reject", waiting, action_id),
-        url("actions-approve-all", waiting),
-        url("conversation-interrupt", waiting),
-        url("conversation-resume", waiting),
-    ):
+    for path in control_urls(waiting, action_id):
         assert htmx_post(client, path).status_code == 403, path
     assert Conversation.objects.get(pk=waiting.pk).last_seq == before
 
@@ -221,13 +226,7 @@ def test_another_team_gets_404_everywhere(client, other_user, waiting):
     client.force_login(other_user)
     action_id = pending_id(waiting)
     assert client.get(url("conversation-detail", waiting)).status_code == 404
-    for path in (
-        url("action-approve", waiting, action_id),
-        url("action-reject", waiting, action_id),
-        url("actions-approve-all", waiting),
-        url("conversation-interrupt", waiting),
-        url("conversation-resume", waiting),
-    ):
+    for path in control_urls(waiting, action_id):
         assert htmx_post(client, path).status_code == 404, path
     assert str(waiting.pk) not in client.get(reverse("approvals")).content.decode()
     assert (
