@@ -99,6 +99,24 @@ def ws(dirs: tuple[Path, Path]):
 
 
 @pytest.fixture
+def api(user):
+    """alice's JSON API client (a bearer token of her own)."""
+    from tests.api import client_for
+
+    return client_for(user)
+
+
+@pytest.fixture
+def browser(user):
+    """alice logged in to the web UI (Django's test client with her session)."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
 def loopback_allowed(settings) -> None:
     """Let team webhooks and model profiles reach the fake servers tests run on 127.0.0.1
     (common/netguard.py refuses loopback by default)."""

@@ -13,13 +13,6 @@ pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
 
 
-@pytest.fixture
-def browser(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def test_the_page_shows_the_network_and_host_is_refused_unless_the_site_allows_it(
     browser, team, settings
 ) -> None:

@@ -25,11 +25,6 @@ HOOK = {"name": "no-force-push", "event": "PreToolUse", "command": "exit 0", "ma
 
 
 @pytest.fixture
-def api(user) -> Client:
-    return client_for(user)
-
-
-@pytest.fixture
 def url(team) -> str:
     return f"/api/teams/{team.pk}/hooks"
 
@@ -223,13 +218,6 @@ def test_webhook_urls_must_be_http(api, team, bad) -> None:
 
 
 # --- the page -------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def browser(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_the_page_is_for_admins_and_linked_from_the_team_page(

@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from teams.models import ModelProfile, TeamNotification
-from tests.api import client_for, send
+from tests.api import send
 
 pytestmark = pytest.mark.django_db
 
@@ -36,11 +36,6 @@ BAD_TARGETS = {
 }
 """Every one also refused spelled so that Django's URLValidator rejects it first."""
 ODD_SPELLINGS = ["http://metadata/", "http://127.1/", "http://2130706433/", "http://0x7f000001/"]
-
-
-@pytest.fixture
-def api(user) -> Client:
-    return client_for(user)
 
 
 def put_webhook(api: Client, team, url: str):

@@ -19,11 +19,6 @@ NEW_VALUE = "sk-live-fedcba9876543210"
 
 
 @pytest.fixture
-def api(user) -> Client:
-    return client_for(user)
-
-
-@pytest.fixture
 def url(team) -> str:
     return f"/api/teams/{team.pk}/secrets"
 
