@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.test import Client
 
@@ -20,3 +21,9 @@ def send(client: Client, method: str, url: str, body=None, headers: dict | None 
         content_type="application/json",
         headers=headers,
     )
+
+
+def call(client: Client, method: str, url: str, body=None) -> tuple[int, Any]:
+    """`send`, answered as (status, the parsed JSON body or None when it is empty)."""
+    response = send(client, method, url, body)
+    return response.status_code, (response.json() if response.content else None)

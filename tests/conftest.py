@@ -72,6 +72,12 @@ def team(user):
 
 
 @pytest.fixture
+def team_id(team) -> int:
+    """alice's team's id."""
+    return team.pk
+
+
+@pytest.fixture
 def other_user(django_user_model):
     """mallory, owner of another team."""
     return owner_of_own_team(django_user_model, "mallory")

@@ -4,8 +4,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from teams.models import AuditRecord, Membership, TeamInvitation
-from tests.api import client_for
-from tests.teams.test_members_api import call
+from tests.api import call, client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -13,11 +12,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def bob(django_user_model):
     return django_user_model.objects.create_user("bob", email="Bob@Example.com", password="x" * 12)
-
-
-@pytest.fixture
-def team_id(user) -> int:
-    return Membership.objects.get(user=user).team_id
 
 
 def _invite(client, team_id: int, username: str, role: str = "member"):

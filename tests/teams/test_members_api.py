@@ -1,33 +1,18 @@
 """Teams and members over the API: roles, the last-owner rule, audit, 404 across teams.
 People join by invitation only (tests/teams/test_invitations_api.py covers invitations)."""
 
-import json
-
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import Client
 
 from teams.models import AuditRecord, Membership
-from tests.api import client_for
+from tests.api import call, client_for
 
 pytestmark = pytest.mark.django_db
-
-
-def call(client: Client, method: str, url: str, body=None) -> tuple[int, object]:
-    response = getattr(client, method)(
-        url, data=json.dumps(body) if body is not None else None, content_type="application/json"
-    )
-    return response.status_code, (response.json() if response.content else None)
 
 
 @pytest.fixture
 def bob(django_user_model):
     return django_user_model.objects.create_user("bob", email="bob@example.com", password="x" * 12)
-
-
-@pytest.fixture
-def team_id(user) -> int:
-    return Membership.objects.get(user=user).team_id
 
 
 def test_create_team_makes_the_creator_owner_and_lists_it(user):
