@@ -7,9 +7,7 @@ from __future__ import annotations
 import datetime
 import socket
 import ssl
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from cryptography.x509.oid import NameOID
 
 from common import safe_http
 from common.netguard import BlockedURL, parse_networks
+from tests.http_server import QuietHandler, serving
 
 NAME = "hooks.tls.test"
 LOOPBACK = parse_networks(["127.0.0.0/8"])
@@ -58,24 +57,16 @@ def tls_server(tmp_path) -> Iterator[dict]:
     context.load_cert_chain(cert, key)
     context.sni_callback = lambda sock, server_name, ctx: seen["sni"].append(server_name)
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
             self.rfile.read(int(self.headers["Content-Length"]))
             seen["hosts"].append(self.headers["Host"])
             self.send_response(204)
             self.end_headers()
 
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    seen["port"] = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield seen
-    server.shutdown()
-    server.server_close()
+    with serving(Handler, tls=context) as port:
+        seen["port"] = port
+        yield seen
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,6 @@ import hmac
 import json
 import logging
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from orchestration import notify
 from orchestration.notify import notify_status_on_commit
 from orchestration.notify_tasks import MAX_ATTEMPTS, notify_webhook
 from teams.notifications import notification_set
+from tests.http_server import QuietHandler, serving
 
 pytestmark = pytest.mark.django_db
 
@@ -48,7 +48,7 @@ class Receiver:
 def receiver() -> Iterator[Receiver]:
     state = Receiver()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
             body = self.rfile.read(int(self.headers["Content-Length"])).decode()
             state.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
@@ -65,16 +65,9 @@ def receiver() -> Iterator[Receiver]:
             except OSError:  # the client gave up waiting
                 pass
 
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
+    with serving(Handler) as port:
+        state.port = port
+        yield state
 
 
 @pytest.fixture(autouse=True)
