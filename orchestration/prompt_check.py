@@ -39,8 +39,9 @@ class PromptCheck:
 
 
 def prompt_check(
-    *, team_id: int, conversation_id: str, messages: Sequence[UserMessageEvent], cwd: str | None
-) -> PromptCheck:
+    *, team_id: int, conversation_id: str, messages: Sequence[UserMessageEvent], cwd: str | None,
+    hooks: hook_points.TeamHooks | None = None,
+) -> PromptCheck:  # fmt: skip
     """Run the team's UserPromptSubmit hooks on `messages`, in order, up to the first refusal.
     Runs hooks synchronously: call from workers only."""
     failures: list[BaseEvent] = []
@@ -49,7 +50,7 @@ def prompt_check(
     for message in messages:
         verdict = hook_points.user_prompt_submit(
             team_id=team_id, conversation_id=conversation_id, text=message.text,
-            sender=message.sender, cwd=cwd,
+            sender=message.sender, cwd=cwd, hooks=hooks,
         )  # fmt: skip
         failures += [AgentErrorEvent(code="hook_failed", message=line) for line in verdict.failures]
         if not verdict.allowed:

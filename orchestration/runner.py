@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 from contextlib import nullcontext
+from functools import partial
 
 from django.db import transaction
 
@@ -39,7 +40,7 @@ from .agent import AgentConfig
 from .confirmation import assess, needs_confirmation
 from .history import History, history_refresh
 from .limits import LIMIT_REASONS, limit_reached, run_limits, tool_refused
-from .llm import LiteLLMClient, LLMClient, LLMError
+from .llm import LiteLLMClient, LLMClient, LLMError, LLMResponse
 from .loop import (
     events_from_response,
     execute_action,
@@ -47,12 +48,14 @@ from .loop import (
     rejected_observation,
     run_end_events,
 )
+from .model_call import Interrupted, ModelCall
 from .notify import notify_status_on_commit
 from .profiles import UnknownProfileError, profile_get, profile_with_api_key
 from .prompt_check import prompt_check
 from .stuck import detect_stuck
 from .tools.base import Tool, ToolContext, team_secrets, tool_schema
 from .tools.registry import tools_for
+from .transient import TRANSIENT_FAULTS, retry_transient
 from .workers import draining
 
 logger = logging.getLogger(__name__)
@@ -68,10 +71,6 @@ UNSANDBOXED_MESSAGE = (
 NOTIFY_STATUSES = frozenset(
     {Status.WAITING_FOR_CONFIRMATION, Status.FINISHED, Status.ERROR, Status.STUCK}
 )
-
-
-class Interrupted(Exception):
-    """A person interrupted the run while the model was thinking."""
 
 
 class SliceRunner:
@@ -104,7 +103,10 @@ class SliceRunner:
             secrets=team_secrets(conversation.team_id),
             cancel=self.cancel,
         )
+        # One snapshot per slice: two hook lookups per step cost more than its two appends.
+        self.hooks = hook_points.TeamHooks.load(self.team_id, network=policy.network)
         self._llm = llm
+        self._recovery_ran_tools = False
         self.history: History = history_refresh(self.conversation_id)
 
     @property
@@ -165,10 +167,12 @@ class SliceRunner:
                                           "moved on")]
                 )  # fmt: skip
             elif action.llm_response_id in held_batches:
+                self._recovery_ran_tools = True
                 self.append([ActionStartedEvent(tool_call_id=action.tool_call_id)])
                 if not self.run_action(action):
                     return
             else:  # read-only, safe to run again
+                self._recovery_ran_tools = True
                 self.run_action(action)
 
     def run_action(self, action: ActionEvent) -> bool:
@@ -179,6 +183,7 @@ class SliceRunner:
         verdict = hook_points.pre_tool_use(
             team_id=self.team_id, conversation_id=self.conversation_id, action=action,
             arguments=action.parsed_arguments.as_object or {}, cwd=self.workspace_root,
+            hooks=self.hooks,
         )  # fmt: skip
         self._report_hook_failures(verdict)
         if not verdict.allowed:
@@ -196,7 +201,7 @@ class SliceRunner:
             observation = observation.model_copy(update={"interrupted": True})
         after = hook_points.post_tool_use(
             team_id=self.team_id, conversation_id=self.conversation_id, action=action,
-            observation=observation, cwd=self.workspace_root,
+            observation=observation, cwd=self.workspace_root, hooks=self.hooks,
         )  # fmt: skip
         self._report_hook_failures(after)
         if not after.allowed:
@@ -212,32 +217,28 @@ class SliceRunner:
                 [AgentErrorEvent(code="hook_failed", message=line) for line in verdict.failures]
             )
 
-    def _complete(self):
+    def _complete(self) -> LLMResponse:
         """Ask the model, abandoning the call if the run is interrupted meanwhile."""
-        llm = self.llm  # resolves the profile (and its key) here, not in the thread
-        result: dict[str, object] = {}
+        call = ModelCall(
+            self.llm, self.history.messages, self.schemas, on_abandoned=self._bill_abandoned
+        )  # `self.llm` resolves the profile (and its key) here, not in the call's thread
+        return call.result(self.cancel)
 
-        def call() -> None:
-            try:
-                result["response"] = llm.complete(self.history.messages, self.schemas)
-            except BaseException as exc:  # handed back to the runner's thread
-                result["error"] = exc
-
-        thread = threading.Thread(target=call, name="llm-call", daemon=True)
-        thread.start()
-        while thread.is_alive():
-            thread.join(0.1)
-            if self.cancel.is_set():
-                raise Interrupted()
-        if "error" in result:
-            raise result["error"]  # type: ignore[misc]
-        return result["response"]
+    def _bill_abandoned(self, response: LLMResponse) -> None:
+        try:
+            retry_transient(
+                partial(spend_add, self.team_id, response.usage.cost_usd),
+                what="billing an abandoned model call",
+            )
+        except TRANSIENT_FAULTS:
+            logger.warning("could not bill an abandoned model call of conversation %s",
+                           self.conversation_id, exc_info=True)  # fmt: skip
 
     def _finish(self, reason: str, final_message: str) -> bool:
         """End the run unless a Stop hook sends the agent back to work. False: run ended."""
         verdict = hook_points.stop(
             team_id=self.team_id, conversation_id=self.conversation_id,
-            final_message=final_message, cwd=self.workspace_root,
+            final_message=final_message, cwd=self.workspace_root, hooks=self.hooks,
         )  # fmt: skip
         self._report_hook_failures(verdict)
         if verdict.allowed:
@@ -256,7 +257,7 @@ class SliceRunner:
         while pending := list(self.history.state.unchecked.values()):
             check = prompt_check(
                 team_id=self.team_id, conversation_id=self.conversation_id, messages=pending,
-                cwd=self.workspace_root,
+                cwd=self.workspace_root, hooks=self.hooks,
             )  # fmt: skip
             if check.blocked is not None:
                 self.end(Status.ERROR, check.end_reason, *check.events)
@@ -356,8 +357,11 @@ class SliceRunner:
         self.mark_unsandboxed()
         self.recover()
         deadline = time.monotonic() + max_seconds
-        for _ in range(max_steps):
-            self.history = history_refresh(self.conversation_id)
+        for step in range(max_steps):
+            # The first step reads what __init__ loaded plus this runner's own appends, unless
+            # recovery ran tools (time enough for someone to write).
+            if step or self._recovery_ran_tools:
+                self.history = history_refresh(self.conversation_id)
             if self.history.state.status != Status.RUNNING or self.cancel.is_set():
                 return
             if draining.is_set():  # a warm shutdown: hand the run over at this step boundary

@@ -168,22 +168,23 @@ def hook_delete(*, by, team: Team, hook_id: int) -> None:
         audit_record(actor=by, kind="hook.deleted", team=team, target=data["name"], data=data)
 
 
-def hook_specs_for_team(team_id: int, event: str) -> list[dict[str, Any]]:
-    """The team's enabled hooks for `event`, in run order, as plain data (one query). Keys match
-    orchestration.hooks.HookSpec: name, event, command, matcher, timeout, fail_closed."""
-    rows = (
-        Hook.objects.filter(team_id=team_id, event=event, enabled=True)
-        .order_by("position", "id")
-        .values_list("name", "command", "matcher", "timeout_seconds", "fail_closed")
-    )
+def hook_specs_for_team(team_id: int, event: str | None = None) -> list[dict[str, Any]]:
+    """The team's enabled hooks for `event` (every event when None), in run order, as plain
+    data (one query). Keys match orchestration.hooks.HookSpec: name, event, command, matcher,
+    timeout, fail_closed."""
+    rows = Hook.objects.filter(team_id=team_id, enabled=True)
+    if event is not None:
+        rows = rows.filter(event=event)
     return [
         {
             "name": name,
-            "event": event,
+            "event": row_event,
             "command": command,
             "matcher": matcher,
             "timeout": float(timeout),
             "fail_closed": fail_closed,
         }  # fmt: skip
-        for name, command, matcher, timeout, fail_closed in rows
+        for name, row_event, command, matcher, timeout, fail_closed in rows.order_by(
+            "position", "id"
+        ).values_list("name", "event", "command", "matcher", "timeout_seconds", "fail_closed")
     ]

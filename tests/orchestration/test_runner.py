@@ -5,6 +5,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from conversations import store
@@ -200,3 +201,45 @@ def test_a_message_sent_while_running_is_read_at_the_next_step(dispatched, setti
     run_slice(conversation_id, slice_id, llm=Recorder())
     assert "also X" not in seen[0] and "also X" in seen[1]
     assert types(conversation).count("run.started") == 1
+
+
+def test_an_abandoned_model_call_is_billed_when_its_answer_arrives(dispatched):
+    """An Interrupt walks away from a slow model at once; the provider bills the call anyway,
+    so its cost reaches the team's monthly spend when the answer comes."""
+    import threading
+
+    from conversations.events import Usage
+    from orchestration.llm import LLMResponse
+    from teams.budget import spend_this_month
+    from tests.conftest import wait_for
+
+    called, answer = threading.Event(), threading.Event()
+
+    class SlowModel:
+        def complete(self, messages, tools):
+            called.set()
+            answer.wait(30)
+            return LLMResponse(id="slow", content="late", tool_calls=[],
+                               usage=Usage(prompt_tokens=10, cost_usd=0.25))  # fmt: skip
+
+    conversation = services.conversation_create(owner=None, model="scripted", prompt="hi")
+    conversation_id, slice_id = dispatched.pop()
+    def run() -> None:
+        try:
+            run_slice(conversation_id, slice_id, llm=SlowModel())
+        finally:
+            connection.close()
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    assert called.wait(30)
+    run_control.conversation_interrupt(conversation_id=conversation_id, by=None)
+    runner.join(10)
+    assert not runner.is_alive(), "the slice waited for the model"
+    assert spend_this_month(conversation.team_id) == 0
+    answer.set()
+    wait_for(lambda: spend_this_month(conversation.team_id) > 0, 10, 0.05,
+             message="the abandoned call's cost on the bill")  # fmt: skip
+    assert float(spend_this_month(conversation.team_id)) == 0.25
+    assert "late" not in json.dumps([s.event.model_dump(mode="json") for s in
+                                     store.load(conversation.pk)])  # fmt: skip
