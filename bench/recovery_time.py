@@ -23,7 +23,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -148,17 +147,14 @@ def _parent(pid: int) -> int:
 
 def llm_kill(bench: Bench) -> float:
     from orchestration import services
-    from tests.fakes import FakeOpenAI, Outcome, assistant_turns
+    from tests.fakes import FakeOpenAI, Outcome, SlowOnce, assistant_turns
     from tests.faults.checks import Fault
 
-    slow_once = threading.Event()
+    slow = SlowOnce()
 
     def respond(request) -> Outcome:
         if assistant_turns(request) == 0:
-            if not slow_once.is_set():
-                slow_once.set()
-                return Outcome(delay=60, tool="think", args={"thought": "slow"})
-            return Outcome(tool="think", args={"thought": "again"})
+            return slow()
         return Outcome(tool="finish", args={"message": "done"})
 
     with FakeOpenAI(respond) as fake:

@@ -102,6 +102,21 @@ def tool_until(n: int, tool: str, args: Any) -> Responder:
     return respond
 
 
+class SlowOnce:
+    """One turn's answer whose first request takes a minute (a worker dies waiting in it) and
+    whose retry comes at once. `arrived` is set once the slow request is in: the worker is
+    then inside the model call."""
+
+    def __init__(self) -> None:
+        self.arrived = threading.Event()
+
+    def __call__(self) -> Outcome:
+        if not self.arrived.is_set():
+            self.arrived.set()
+            return Outcome(delay=60, tool="think", args={"thought": "slow"})
+        return Outcome(tool="think", args={"thought": "again"})
+
+
 def _as_outcome(value: Outcome | Mapping[str, Any]) -> Outcome:
     return value if isinstance(value, Outcome) else Outcome(**value)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from conversations.models import Conversation
 from orchestration import services
 from tests.conftest import wait_for
-from tests.fakes import FakeOpenAI, Outcome, assistant_turns
+from tests.fakes import FakeOpenAI, Outcome, SlowOnce, assistant_turns
 from tests.runs import script
 
 from .checks import (
@@ -101,8 +100,7 @@ def test_kill_9_of_a_pool_process_mid_command(stack):
 def slow_model():
     """Turn 0 runs a command; the first request of turn 1 answers after a minute (the one the
     worker dies in), its retry at once; turn 2 finishes."""
-    slow_once = threading.Event()
-    """Set when the slow request has arrived: the worker is now inside the model call."""
+    slow = SlowOnce()
 
     def respond(request) -> Outcome:
         turn = assistant_turns(request)
@@ -112,14 +110,11 @@ def slow_model():
                 args={"command": "echo 'start m0' >> side.log; echo 'end m0' >> side.log"},
             )
         if turn == 1:
-            if not slow_once.is_set():
-                slow_once.set()
-                return Outcome(delay=60, tool="think", args={"thought": "slow"})
-            return Outcome(tool="think", args={"thought": "again"})
+            return slow()
         return Outcome(tool="finish", args={"message": "done"})
 
     with FakeOpenAI(respond) as fake:
-        fake.slow_arrived = slow_once
+        fake.slow_arrived = slow.arrived
         yield fake
 
 
