@@ -77,10 +77,15 @@ class UserMessageEvent(BaseEvent):
     """Username of the person who wrote it; None for automations and the CLI."""
 
     @property
+    def from_hook(self) -> bool:
+        """Written by a hook for the agent (a Stop hook's nudge), not by a person or an
+        automation."""
+        return (self.sender or "").startswith(HOOK_SENDER_PREFIX)
+
+    @property
     def needs_prompt_check(self) -> bool:
-        """Whether UserPromptSubmit hooks must let it through before the model may read it:
-        written by a person or an automation, not by the system for the agent."""
-        return not (self.sender or "").startswith(HOOK_SENDER_PREFIX)
+        """Whether UserPromptSubmit hooks must let it through before the model may read it."""
+        return not self.from_hook
 
 
 class UserMessageCheckedEvent(BaseEvent):

@@ -248,7 +248,7 @@ class SliceRunner:
             [UserMessageEvent(text=f"[Stop hook {verdict.hook}] {verdict.reason}",
                               sender=f"{HOOK_SENDER_PREFIX}{verdict.hook}")]
         )  # fmt: skip
-        return True
+        return not self._ended_stuck()
 
     def check_prompts(self) -> bool:
         """Run the team's UserPromptSubmit hooks on every user message not yet checked; False
@@ -308,14 +308,18 @@ class SliceRunner:
                  if isinstance(e, ObservationEvent) and e.tool == "finish"), "",
             )  # fmt: skip
             return self._finish("the agent called finish", final)
+        return not self._ended_stuck()
+
+    def _ended_stuck(self) -> bool:
+        """End the run if the agent is going round in circles (orchestration.stuck)."""
         stuck = detect_stuck(self.history.events)
-        if stuck is not None:
-            self.end(
-                Status.STUCK, stuck.message,
-                AgentErrorEvent(code=f"stuck_{stuck.pattern}",
-                                message=f"{stuck.message} Send a message to get it going again."),
-            )  # fmt: skip
+        if stuck is None:
             return False
+        self.end(
+            Status.STUCK, stuck.message,
+            AgentErrorEvent(code=f"stuck_{stuck.pattern}",
+                            message=f"{stuck.message} Send a message to get it going again."),
+        )  # fmt: skip
         return True
 
     def _assess(self, produced: list[BaseEvent]) -> list[BaseEvent]:

@@ -1,6 +1,8 @@
 """Stuck detection: is the agent going round in circles since the person last spoke?
 
-Pure: looks at the events after the last user message and names the first pattern it sees.
+Pure: looks at the events after the last message a person wrote and names the first pattern it
+sees. A Stop hook's nudge is a user message too, but not a person speaking: an agent that keeps
+answering nudges without acting is the monologue this looks for.
 Actions compare by tool and arguments (ignoring the model's risk label and its prose);
 observations by content.
 """
@@ -59,7 +61,8 @@ check costs the same at step 10 and step 10,000."""
 def _since_last_user_message(events: Sequence[AnyEvent]) -> list[AnyEvent]:
     tail = list(events[-WINDOW:])
     for index in range(len(tail) - 1, -1, -1):
-        if isinstance(tail[index], UserMessageEvent):
+        event = tail[index]
+        if isinstance(event, UserMessageEvent) and not event.from_hook:
             return tail[index + 1 :]
     return tail
 

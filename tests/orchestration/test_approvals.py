@@ -228,3 +228,21 @@ def test_a_stop_hook_sends_the_agent_back_to_work_once(user, dispatched):
     assert "run the tests first" in nudge.text
     assert any(e.type == "tool.result" and e.content.startswith("tests pass") for e in log)
     assert status(conversation) == "finished"
+
+
+def test_an_agent_that_only_answers_stop_hook_nudges_ends_stuck(user, dispatched):
+    """The monologue pattern end to end: a Stop hook that always refuses, a model that only
+    talks. Nudges are not a person speaking, so they do not reset the detector's window."""
+    from teams.hooks import hook_create
+    from teams.services import team_default_for
+
+    hook_create(
+        by=user, team=team_default_for(user), name="never-done", event="Stop",
+        command="echo 'not done yet' >&2; exit 2",
+    )  # fmt: skip
+    conversation = start(user, *[{"say": f"I am done ({i})"} for i in range(10)])
+    drive(dispatched)
+    log = events(conversation)
+    assert status(conversation) == "stuck"
+    assert [e.code for e in log if e.type == "agent.error"] == ["stuck_monologue"]
+    assert sum(e.type == "message.agent" for e in log) == 3
