@@ -13,16 +13,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit
 
-from django.core.exceptions import ValidationError
-from django.core.validators import URLValidator
 from django.db import transaction
 
-from common import netguard, secret_values
+from common import secret_values
 from common.errors import Forbidden, InvalidInput, NotFound
 
 from . import crypto
 from .audit import audit_record
 from .models import Team, TeamNotification
+from .outbound import outbound_url_check
 from .permissions import Action, role_allows, team_role
 
 MAX_URL_CHARS = 500
@@ -68,14 +67,7 @@ def _clean_url(url: object) -> str:
         raise InvalidInput("give the webhook URL.")
     if len(url) > MAX_URL_CHARS:
         raise InvalidInput(f"the webhook URL must be at most {MAX_URL_CHARS} characters.")
-    try:
-        netguard.check_url_on_save(url, allowed_networks=netguard.site_allowed_networks())
-    except netguard.BlockedURL as exc:
-        raise InvalidInput(f"the webhook URL is refused: {exc}") from None
-    try:
-        URLValidator(schemes=["http", "https"])(url)
-    except ValidationError:
-        raise InvalidInput("the webhook URL must be an http(s) URL.") from None
+    outbound_url_check(url, what="the webhook URL")
     return url
 
 

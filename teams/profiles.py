@@ -10,8 +10,6 @@ import math
 import re
 from typing import Any
 
-from django.core.exceptions import ValidationError
-from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
 
 from common import netguard
@@ -19,6 +17,7 @@ from common.errors import Conflict, Forbidden, InvalidInput, NotFound
 
 from .audit import audit_record
 from .models import ModelProfile, Secret, Team
+from .outbound import outbound_url_check
 from .permissions import Action, role_allows, team_role
 
 PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,99}$")
@@ -65,16 +64,7 @@ def _clean(team: Team, fields: dict[str, Any]) -> dict[str, Any]:
         elif key == "api_base":
             value = (value or "").strip()
             if value:
-                try:
-                    netguard.check_url_on_save(
-                        value, allowed_networks=netguard.site_allowed_networks()
-                    )
-                except netguard.BlockedURL as exc:
-                    raise InvalidInput(f"api_base is refused: {exc}") from None
-                try:
-                    URLValidator(schemes=["http", "https"])(value)
-                except ValidationError:
-                    raise InvalidInput("api_base must be an http(s) URL.") from None
+                outbound_url_check(value, what="api_base")
             cleaned[key] = value
         elif key == "api_key_secret":
             value = (value or "").strip()
