@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from common.errors import ServiceError
+from conversations.events import Decision
 from conversations.models import Conversation
 from orchestration import approvals
 
@@ -35,11 +36,11 @@ MAX_REASON_CHARS = 2000
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class DecidedCard:
     """What a decided card shows; the same fields as an ActionDecisionEvent."""
 
     action_id: str
-    decision: str
+    decision: Decision
     by: str
     reason: str = ""
 
@@ -55,13 +56,17 @@ class RejectForm(forms.Form):
 
 
 def _decided(
-    request: HttpRequest, conversation: Conversation, action_id: str, decision: str, reason: str
+    request: HttpRequest,
+    conversation: Conversation,
+    action_id: str,
+    decision: Decision,
+    reason: str,
 ) -> HttpResponse:
     if not request.htmx:
         return _back(request, conversation, None)
     context = {
         "conversation_id": str(conversation.pk),
-        "decision": Decision(action_id, decision, request.user.get_username(), reason),
+        "decision": DecidedCard(action_id, decision, request.user.get_username(), reason),
     }
     return render(request, DETAIL_TEMPLATE + "#approval-decided", context)
 
@@ -96,7 +101,7 @@ def action_approve(
         )
     except ServiceError as exc:
         return _refused(request, conversation, action_id, exc)
-    return _decided(request, conversation, action_id, "approved", "")
+    return _decided(request, conversation, action_id, Decision.APPROVED, "")
 
 
 @login_required
@@ -114,7 +119,7 @@ def action_reject(request: HttpRequest, conversation_id: uuid.UUID, action_id: s
         )
     except ServiceError as exc:
         return _refused(request, conversation, action_id, exc)
-    return _decided(request, conversation, action_id, "rejected", reason)
+    return _decided(request, conversation, action_id, Decision.REJECTED, reason)
 
 
 @login_required

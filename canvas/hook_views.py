@@ -26,13 +26,13 @@ from teams.models import (
     HOOK_TIMEOUT_MIN,
     Hook,
     HookEvent,
-    NetworkAccess,
     Policy,
     Team,
 )
 from teams.permissions import Action
 from teams.policies import policy_for_team, policy_update
 from teams.services import team_get_for
+from teams.vocabulary import NetworkAccess
 
 from .access import http_errors
 

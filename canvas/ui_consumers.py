@@ -25,7 +25,7 @@ from channels.db import database_sync_to_async
 from django.template.loader import render_to_string
 
 from common.errors import Forbidden, NotFound
-from conversations.events import Status, StatusChangeEvent
+from conversations.events import Status, StatusChangeEvent, event_tag
 from conversations.models import Conversation
 from orchestration.approvals import pending_actions
 
@@ -35,7 +35,7 @@ from .event_rows import ApprovalCard, approval_card, event_row_from_record
 from .ws_close import CloseCode
 
 FRAGMENTS = "canvas/conversation_detail.html"
-STATUS_CHANGED = StatusChangeEvent.model_fields["type"].default
+STATUS_CHANGED = event_tag(StatusChangeEvent)
 STATS_FIELDS = ("steps", "tokens_in", "tokens_out", "cost_usd", "created_at")
 """What the `#stats` fragment shows: the only columns a header refresh reads."""
 

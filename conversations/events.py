@@ -189,6 +189,13 @@ class ObservationEvent(BaseEvent):
     """Who refused the action, when it never ran."""
 
 
+class Decision(StrEnum):
+    """What a person decided about a held action."""
+
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
 class ActionDecisionEvent(BaseEvent):
     """A person approved or rejected a held action. Exactly one per held action."""
 
@@ -196,7 +203,7 @@ class ActionDecisionEvent(BaseEvent):
     action_id: str
     """The held ActionEvent's id."""
     tool_call_id: str
-    decision: Literal["approved", "rejected"]
+    decision: Decision
     by: str
     """Username of who decided."""
     reason: str = ""
@@ -266,8 +273,15 @@ Event = Annotated[
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def event_tag(cls: type[BaseEvent]) -> str:
+    """The `type` tag an event class writes (as stored, and as selectors filter on it)."""
+    return cls.model_fields["type"].default
+
+
 KNOWN_TYPES: frozenset[str] = frozenset(
-    cls.model_fields["type"].default
+    event_tag(cls)
     for cls in (
         SystemPromptEvent,
         UserMessageEvent,

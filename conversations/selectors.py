@@ -6,11 +6,11 @@ from django.db.models import F, IntegerField, OuterRef, QuerySet, Subquery, Valu
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce
 
-from .events import ActionEvent, RunStartedEvent
+from .events import ActionEvent, RunStartedEvent, event_tag
 from .models import Conversation, ConversationEvent
 
-RUN_STARTED = RunStartedEvent.model_fields["type"].default
-TOOL_CALL = ActionEvent.model_fields["type"].default
+RUN_STARTED = event_tag(RunStartedEvent)
+TOOL_CALL = event_tag(ActionEvent)
 
 
 def conversations_visible_to(user, team_id: int | None = None) -> QuerySet[Conversation]:

@@ -23,6 +23,7 @@ from conversations.events import (
     ActionDecisionEvent,
     ActionEvent,
     AnyEvent,
+    Decision,
     ObservationEvent,
     Status,
     StatusChangeEvent,
@@ -114,7 +115,7 @@ def _name(by) -> str:
 
 
 def _decide(
-    conversation_id, action_ids: list[str] | None, *, decision: str, by, reason: str
+    conversation_id, action_ids: list[str] | None, *, decision: Decision, by, reason: str
 ) -> int:
     """Record decisions; `None` means every pending action. Returns how many were decided."""
     name = _name(by)
@@ -139,7 +140,7 @@ def _decide(
                     decision=decision, by=name, reason=reason,
                 )
             )  # fmt: skip
-            if decision == "rejected":
+            if decision == Decision.REJECTED:
                 appended.append(rejected_observation(action, source="user", by=name, reason=reason))
         if len(chosen) == len(pending):  # the batch is decided: the run goes on
             conversation.run_slice = new_slice_id()
@@ -166,15 +167,21 @@ def _decide(
 
 
 def action_approve(*, conversation_id, action_id: str, by) -> None:
-    _decide(conversation_id, [action_id], decision="approved", by=by, reason="")
+    _decide(conversation_id, [action_id], decision=Decision.APPROVED, by=by, reason="")
 
 
 def action_reject(*, conversation_id, action_id: str, by, reason: str = "") -> None:
-    _decide(conversation_id, [action_id], decision="rejected", by=by, reason=reason.strip()[:2000])
+    _decide(
+        conversation_id,
+        [action_id],
+        decision=Decision.REJECTED,
+        by=by,
+        reason=reason.strip()[:2000],
+    )
 
 
 def actions_approve_all(*, conversation_id, by) -> int:
-    return _decide(conversation_id, None, decision="approved", by=by, reason="")
+    return _decide(conversation_id, None, decision=Decision.APPROVED, by=by, reason="")
 
 
 def conversations_waiting(user, team_id: int | None = None) -> QuerySet[Conversation]:

@@ -6,7 +6,7 @@ Tokens are stored hashed: the plain token is shown once.
 from django.conf import settings
 from django.db import models
 
-from .vocabulary import ConfirmationMode, HookEvent, Risk
+from .vocabulary import ConfirmationMode, HookEvent, NetworkAccess, Risk
 
 
 class Role(models.TextChoices):
@@ -160,13 +160,6 @@ class Secret(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team}: {self.name}"
-
-
-class NetworkAccess(models.TextChoices):
-    """What a sandboxed command (terminal, hook) may reach over the network."""
-
-    NONE = "none", "No network"
-    HOST = "host", "The host's network (its loopback services included)"
 
 
 class Policy(models.Model):

@@ -21,9 +21,9 @@ from django.db.models import Q
 from common.errors import Forbidden, InvalidInput
 
 from .audit import audit_record
-from .models import NetworkAccess, Policy, Team
+from .models import Policy, Team
 from .permissions import Action, role_allows, team_role
-from .vocabulary import ConfirmationMode, Risk, RiskLevel
+from .vocabulary import ConfirmationMode, NetworkAccess, Risk, RiskLevel
 
 # Higher is stricter. A lower risk threshold asks for confirmation of more actions.
 CONFIRMATION_RANK = {

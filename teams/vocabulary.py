@@ -59,3 +59,15 @@ class HookEvent(TextChoices):
 
 
 HOOK_EVENTS: tuple[str, ...] = tuple(HookEvent.values)
+
+
+class NetworkAccess(TextChoices):
+    """What a sandboxed command (terminal, hook) may reach over the network. The sandbox
+    (workspaces.sandbox, a peer app) spells the same two words as its `Network`."""
+
+    NONE = "none", "No network"
+    HOST = "host", "The host's network (its loopback services included)"
+
+
+NetworkName = Literal[tuple(NetworkAccess.values)]  # type: ignore[valid-type]
+"""NetworkAccess's values as a type, for pydantic fields."""

@@ -12,6 +12,7 @@ from pydantic import Field
 
 from common.inputs import Id, Int, Key, Money, Offset, Text
 from conversations import store
+from conversations.events import Decision
 from conversations.models import Conversation
 from orchestration import approvals, run_control, services
 from teams.vocabulary import ConfirmationModeName, RiskName
@@ -230,7 +231,7 @@ def conversation_pending(request: HttpRequest, conversation_id: Key):
 def action_approve(request: HttpRequest, conversation_id: Key, action_id: Key):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
     approvals.action_approve(conversation_id=conversation.pk, action_id=action_id, by=request.user)
-    return {"decision": "approved", "status": _status(conversation)}
+    return {"decision": Decision.APPROVED, "status": _status(conversation)}
 
 
 @router.post("/{conversation_id}/actions/{action_id}/reject", response={200: dict, **ERRORS})
@@ -239,7 +240,7 @@ def action_reject(request: HttpRequest, conversation_id: Key, action_id: Key, bo
     approvals.action_reject(
         conversation_id=conversation.pk, action_id=action_id, by=request.user, reason=body.reason
     )
-    return {"decision": "rejected", "status": _status(conversation)}
+    return {"decision": Decision.REJECTED, "status": _status(conversation)}
 
 
 @router.post("/{conversation_id}/actions/approve-all", response={200: dict, **ERRORS})

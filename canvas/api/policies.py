@@ -4,7 +4,7 @@ key, never a key."""
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any
 
 from django.http import HttpRequest
 from ninja import Router, Schema, Status
@@ -16,7 +16,13 @@ from teams.models import ModelProfile, Policy
 from teams.permissions import Action
 from teams.policies import EDITABLE, policy_for_team, policy_update
 from teams.services import team_get_for
-from teams.vocabulary import ConfirmationMode, ConfirmationModeName, RiskLevel, RiskName
+from teams.vocabulary import (
+    ConfirmationMode,
+    ConfirmationModeName,
+    NetworkName,
+    RiskLevel,
+    RiskName,
+)
 
 from . import ERRORS
 
@@ -36,7 +42,7 @@ class PolicyIn(Schema):
     max_cost_per_run_usd: MoneyDecimal | None = None
     max_cost_per_month_usd: MoneyDecimal | None = None
     max_concurrent_runs: Int(ge=1) | None = None
-    network: Literal["none", "host"] = Field(
+    network: NetworkName = Field(
         default="none",
         description=(
             "What the team's sandboxed commands (terminal, hooks) may reach. host: the host's "
