@@ -131,12 +131,12 @@ def setup_django(extra_env: dict[str, str] | None = None, *, migrate: bool = Tru
 @contextlib.contextmanager
 def captured_enqueues() -> Iterator[list[tuple[str, str]]]:
     """Capture the next-slice enqueues (run control and runner) instead of sending them."""
-    import orchestration.lease
+    import orchestration.chain.lease
+    import orchestration.chain.sweep
     import orchestration.run_control
-    import orchestration.sweep
 
     sent: list[tuple[str, str]] = []
-    modules = (orchestration.lease, orchestration.sweep, orchestration.run_control)
+    modules = (orchestration.chain.lease, orchestration.chain.sweep, orchestration.run_control)
     originals = [m.enqueue_slice_on_commit for m in modules]
 
     def capture(conversation_id: Any, slice_id: str, **routing: Any) -> None:

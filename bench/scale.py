@@ -144,7 +144,7 @@ def run_once(args: Any, delay: float) -> dict[str, Any]:
     from django.db import connection
 
     from conversations.models import Conversation
-    from orchestration.dispatch import send_slice
+    from orchestration.chain.dispatch import send_slice
     from orchestration.services import conversation_create
 
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)

@@ -105,7 +105,7 @@ def _result(label: str, conversation_id: str, steps: int, wall: float, **extra: 
 def _fresh_process_state() -> None:
     """Forget earlier runs' cached histories so each run starts like a fresh worker would
     (a 1000-step history left in the cache makes every later garbage collection slower)."""
-    from orchestration import history
+    from orchestration.step import history
 
     history._cache.clear()
     gc.collect()
@@ -113,8 +113,8 @@ def _fresh_process_state() -> None:
 
 def run_in_process(label: str, model: str, prompt: str, steps: int) -> dict:
     """Create a conversation and drive its slices here until the run ends (or the budget)."""
+    from orchestration.chain.slices import run_slice
     from orchestration.services import conversation_create
-    from orchestration.slices import run_slice
 
     _fresh_process_state()
     with common.captured_enqueues() as sent:
@@ -197,12 +197,12 @@ class Phases:
     Only for looking inside a run: the wrappers add a few microseconds per call."""
 
     TARGETS = (
-        ("llm", "orchestration.llm", "LiteLLMClient", "complete"),
+        ("llm", "orchestration.step.llm", "LiteLLMClient", "complete"),
         ("append", "conversations.store", None, "append"),
-        ("refresh", "orchestration.runner", None, "history_refresh"),
-        ("tool", "orchestration.runner", None, "execute_action"),
-        ("claim", "orchestration.slices", None, "lease_claim"),
-        ("release", "orchestration.slices", None, "release"),
+        ("refresh", "orchestration.step.runner", None, "history_refresh"),
+        ("tool", "orchestration.step.runner", None, "execute_action"),
+        ("claim", "orchestration.chain.slices", None, "lease_claim"),
+        ("release", "orchestration.chain.slices", None, "release"),
     )
 
     def __init__(self) -> None:

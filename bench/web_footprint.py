@@ -31,9 +31,9 @@ HEAVY_MODULES = (
     "litellm",
     "openai",
     "tiktoken",
-    "orchestration.llm",
-    "orchestration.runner",
-    "orchestration.slices",
+    "orchestration.step.llm",
+    "orchestration.step.runner",
+    "orchestration.chain.slices",
 )
 
 # Runs in a fresh interpreter with the server's environment: everything a request can reach.

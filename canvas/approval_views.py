@@ -23,7 +23,7 @@ from django.views.decorators.vary import vary_on_headers
 from common.errors import ServiceError
 from conversations.events import Decision
 from conversations.models import Conversation
-from orchestration import approvals
+from orchestration.control import approvals
 
 from .access import Action
 from .event_rows import ApprovalCard, approval_card

@@ -31,9 +31,9 @@ def _announce_ready(**_: object) -> None:
 
 @worker_ready.connect
 def _announce_host(sender, **_: object) -> None:
-    # The host's heartbeat row (orchestration/workers.py): which hosts are alive to run the
+    # The host's heartbeat row (orchestration/chain/workers.py): which hosts are alive to run the
     # conversations pinned to them.
-    from orchestration.workers import presence_start
+    from orchestration.chain.workers import presence_start
 
     presence_start(sorted(sender.app.amqp.queues.consume_from))
 
@@ -42,14 +42,14 @@ def _announce_host(sender, **_: object) -> None:
 def _drain(**_: object) -> None:
     # Runs inside the signal handler: only set a flag. Slices stop at their next step
     # boundary and hand the run over; the pool then finishes quickly.
-    from orchestration.workers import draining
+    from orchestration.chain.workers import draining
 
     draining.set()
 
 
 @worker_shutdown.connect
 def _depart(**_: object) -> None:
-    from orchestration.workers import presence_stop
+    from orchestration.chain.workers import presence_stop
 
     presence_stop()
 
@@ -57,10 +57,10 @@ def _depart(**_: object) -> None:
 @celeryd_after_setup.connect
 def _consume_host_queue(sender: str, instance, **_: object) -> None:
     # Conversations with a local workspace are pinned to the host that holds it; every worker
-    # also listens on its host's queue (see orchestration.dispatch.slice_queue).
+    # also listens on its host's queue (see orchestration.chain.dispatch.slice_queue).
     from django.conf import settings
 
-    from orchestration.dispatch import host_queue
+    from orchestration.chain.dispatch import host_queue
 
     instance.app.amqp.queues.select_add(host_queue(settings.CANVAS_WORKER_HOST))
 
@@ -73,6 +73,6 @@ def _warm_worker_process(**_: object) -> None:
     # otherwise rescan LiteLLM's ~460k objects and cost seconds over a long run.
     import gc
 
-    import orchestration.llm  # noqa: F401
+    import orchestration.step.llm  # noqa: F401
 
     gc.freeze()

@@ -40,7 +40,7 @@ class EmbeddedWorker:
         self._worker: _ReadyWorkController | None = None
 
     def start(self) -> None:
-        from orchestration.dispatch import host_queue
+        from orchestration.chain.dispatch import host_queue
 
         app.finalize()
         app.set_current()
@@ -65,7 +65,7 @@ class EmbeddedWorker:
             thread.start()
         if not self._worker.ready.wait(30):
             raise RuntimeError("the embedded Celery worker did not start within 30 s")
-        from orchestration.workers import presence_start
+        from orchestration.chain.workers import presence_start
 
         presence_start(queues)
 
@@ -83,7 +83,7 @@ class EmbeddedWorker:
                 connection.close()
 
     def stop(self) -> None:
-        from orchestration.workers import draining, presence_stop
+        from orchestration.chain.workers import draining, presence_stop
 
         self._stop.set()
         draining.set()  # running slices hand over at their next step boundary

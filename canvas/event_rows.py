@@ -26,10 +26,10 @@ from conversations.events import (
     ValidationError,
     event_from_payload,
 )
-from orchestration.risk import rule_explanation
+from orchestration.control.risk import rule_explanation
 
 if TYPE_CHECKING:
-    from orchestration.approvals import PendingAction
+    from orchestration.control.approvals import PendingAction
 
 _PARTIAL_KINDS = {t: t.replace(".", "-") for t in KNOWN_TYPES}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
-from orchestration.profiles import BUILTIN_PROFILES
 from orchestration.services import MAX_PROMPT_CHARS
+from orchestration.step.profiles import BUILTIN_PROFILES
 from workspaces.paths import WorkspaceNameError, check_name
 
 KNOWN_MODELS = tuple(BUILTIN_PROFILES)

@@ -179,7 +179,7 @@ CANVAS_SANDBOX_ALLOW_HOST_NETWORK = _env_bool("CANVAS_SANDBOX_ALLOW_HOST_NETWORK
 CANVAS_SANDBOX_READONLY_PATHS = _env_list("CANVAS_SANDBOX_READONLY_PATHS", "")
 # Recovery time: a dead runner's run continues at most lease + sweep seconds after its last
 # renewal, a lost slice message within two sweep periods; 10 + 5 puts every run back to work
-# within 15 s of Redis or Postgres returning (orchestration/sweep.py).
+# within 15 s of Redis or Postgres returning (orchestration/chain/sweep.py).
 CANVAS_LEASE_SECONDS = float(os.environ.get("CANVAS_LEASE_SECONDS", "10"))
 CANVAS_SLICE_STEPS = int(os.environ.get("CANVAS_SLICE_STEPS", "5"))
 CANVAS_SLICE_SECONDS = float(os.environ.get("CANVAS_SLICE_SECONDS", "10"))
@@ -197,7 +197,7 @@ CANVAS_MAX_ITERATIONS = int(os.environ.get("CANVAS_MAX_ITERATIONS", "100"))
 CANVAS_LLM_NUM_RETRIES = int(os.environ.get("CANVAS_LLM_NUM_RETRIES", "3"))
 CANVAS_LLM_TIMEOUT = float(os.environ.get("CANVAS_LLM_TIMEOUT", "120"))
 CANVAS_DEFAULT_MODEL = os.environ.get("CANVAS_DEFAULT_MODEL", "demo")
-# Where people reach the UI: links in team notifications (orchestration/notify.py) use it.
+# Where people reach the UI: links in team notifications (orchestration/control/notify.py) use it.
 CANVAS_BASE_URL = os.environ.get("CANVAS_BASE_URL", "http://127.0.0.1:8000")
 # Fernet keys for team secrets, comma-separated; the first encrypts (teams/crypto.py). Unset:
 # a key derived from SECRET_KEY, for the embedded mode only.
@@ -208,7 +208,7 @@ from common.worker_host import stable_worker_host  # noqa: E402 - pure
 
 # Stable across container restarts: CANVAS_WORKER_HOST, else a name kept in the state root.
 CANVAS_WORKER_HOST = stable_worker_host(CANVAS_STATE_ROOT, os.environ.get("CANVAS_WORKER_HOST"))
-# Workers announce themselves every CANVAS_WORKER_HEARTBEAT_SECONDS (orchestration/workers.py);
+# Workers announce themselves every CANVAS_WORKER_HEARTBEAT_SECONDS (orchestration/chain/workers.py);
 # a run pinned to a host silent for CANVAS_WORKER_GONE_SECONDS moves to any worker when
 # workspaces are on shared storage (CANVAS_SHARED_WORKSPACES), else ends with an error.
 CANVAS_WORKER_HEARTBEAT_SECONDS = float(os.environ.get("CANVAS_WORKER_HEARTBEAT_SECONDS", "5"))

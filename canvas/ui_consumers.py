@@ -27,7 +27,7 @@ from django.template.loader import render_to_string
 from common.errors import Forbidden, NotFound
 from conversations.events import Status, StatusChangeEvent, event_tag
 from conversations.models import Conversation
-from orchestration.approvals import pending_actions
+from orchestration.control.approvals import pending_actions
 
 from .access import Action, aconversation_for
 from .consumers import EventRelayConsumer

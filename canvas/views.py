@@ -23,8 +23,9 @@ from django_htmx.http import HttpResponseClientRedirect
 from common.errors import ServiceError
 from conversations import store
 from conversations.models import Conversation
-from orchestration import approvals, services
-from orchestration.workers import host_awaited
+from orchestration import services
+from orchestration.chain.workers import host_awaited
+from orchestration.control import approvals
 from teams.permissions import role_allows, team_role
 
 from .access import Action, conversation_for, conversations_visible_to, http_errors

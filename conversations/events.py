@@ -166,7 +166,7 @@ class ActionEvent(BaseEvent):
     risk: str | None = None
     """Effective risk: the higher of the model's estimate and the pattern analyzer's."""
     risk_rules: list[str] = Field(default_factory=list)
-    """Ids of the analyzer rules the call tripped (orchestration.risk)."""
+    """Ids of the analyzer rules the call tripped (orchestration.control.risk)."""
     requires_confirmation: bool = False
     """Held for a person's decision (ActionDecisionEvent) before it may run."""
 

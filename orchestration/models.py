@@ -1,4 +1,4 @@
-"""Worker hosts: who is there to run the runs pinned to them (see orchestration/workers.py)."""
+"""Worker hosts: who is there to run the runs pinned to them (see orchestration/chain/workers.py)."""
 
 from django.db import models
 

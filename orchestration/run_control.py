@@ -2,7 +2,7 @@
 
 Each is an event appended through the store, together with the row's run bookkeeping, under
 the conversation's row lock in one transaction; a slice is sent, or an interrupt published,
-only after commit. Approve and reject decisions live in orchestration.approvals.
+only after commit. Approve and reject decisions live in orchestration.control.approvals.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from conversations.selectors import latest_run_id
 from teams.audit import audit_record
 from teams.policies import policy_for_team, tighten
 
-from .agent import AgentConfig
-from .dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
-from .interrupts import interrupt_publish_on_commit
-from .loop import run_end_events
+from .chain.dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
+from .chain.interrupts import interrupt_publish_on_commit
+from .step.agent import AgentConfig
+from .step.loop import run_end_events
 
 
 def run_start(conversation: Conversation, previous: Status, trigger: str) -> list:

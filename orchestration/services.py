@@ -26,9 +26,9 @@ from teams.policies import policy_for_team, tighten
 from teams.services import team_ensure_personal, team_get_for
 from workspaces.paths import WorkspaceNameError, workspace_in_area
 
-from .agent import DEFAULT_TOOLS, AgentConfig
-from .profiles import UnknownProfileError, profile_get
 from .run_control import run_start
+from .step.agent import DEFAULT_TOOLS, AgentConfig
+from .step.profiles import UnknownProfileError, profile_get
 from .tools.base import tool_schema
 from .tools.registry import tools_for
 
@@ -205,7 +205,7 @@ def conversation_create(
             tools=[tool_schema(t) for t in tools_for(config.tools)],
         )
         # UserPromptSubmit hooks check the prompt on the worker, before the model reads it
-        # (orchestration.prompt_check): the web process never runs a hook.
+        # (orchestration.control.prompt_check): the web process never runs a hook.
         events = [system, UserMessageEvent(text=prompt, sender=sender)]
         events += run_start(conversation, Status.IDLE, sender or "api")
         store.append(conversation.pk, events)

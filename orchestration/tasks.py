@@ -8,9 +8,9 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from .notify_tasks import notify_webhook  # noqa: F401
+from .chain.transient import TRANSIENT_FAULTS
+from .control.notify_tasks import notify_webhook  # noqa: F401
 from .tools.terminal import MAX_TIMEOUT_SECONDS
-from .transient import TRANSIENT_FAULTS
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ SOFT_TIME_LIMIT, TIME_LIMIT = slice_time_limits()
     retry_backoff=1, retry_backoff_max=10, retry_jitter=True,
 )  # fmt: skip
 def run_slice(self, conversation_id: str, slice_id: str) -> None:
-    from .slices import run_slice as run
+    from .chain.slices import run_slice as run
 
     wait = run(conversation_id, slice_id, keep_place_for=settings.CANVAS_TASK_SECONDS)
     if wait is None:
@@ -55,7 +55,7 @@ def run_slice(self, conversation_id: str, slice_id: str) -> None:
 
 @shared_task(name="orchestration.sweep_runs", ignore_result=True)
 def sweep_runs() -> int:
-    from .stranded import sweep_stranded_runs
-    from .sweep import sweep_runs as sweep
+    from .chain.stranded import sweep_stranded_runs
+    from .chain.sweep import sweep_runs as sweep
 
     return sweep_stranded_runs() + sweep()

@@ -1,5 +1,5 @@
 """A team's hooks: commands an admin sets to run before or after tool calls, on a new message,
-or when an agent wants to finish (orchestration.hook_points runs them).
+or when an agent wants to finish (orchestration.control.hook_points runs them).
 
 A hook runs arbitrary shell on the workers, so only admins and owners may read or change
 hooks, and every change is audited with the command itself. Rules live here, not in the edges:
@@ -170,7 +170,7 @@ def hook_delete(*, by, team: Team, hook_id: int) -> None:
 
 def hook_specs_for_team(team_id: int, event: str | None = None) -> list[dict[str, Any]]:
     """The team's enabled hooks for `event` (every event when None), in run order, as plain
-    data (one query). Keys match orchestration.hooks.HookSpec: name, event, command, matcher,
+    data (one query). Keys match orchestration.control.hooks.HookSpec: name, event, command, matcher,
     timeout, fail_closed."""
     rows = Hook.objects.filter(team_id=team_id, enabled=True)
     if event is not None:

@@ -1,7 +1,7 @@
 """A team's model profiles: named LiteLLM models its conversations can pick.
 
 A profile names the team secret holding its API key, never the key itself; the key is read
-from the secret only on the worker that builds the model client (orchestration.profiles).
+from the secret only on the worker that builds the model client (orchestration.step.profiles).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ LOCAL_DEFAULT_BASES = {
 def effective_api_base(model: str, api_base: str | None) -> str | None:
     """Where a team profile's calls go when that is decided by us or by a local default
     (None: the provider's public endpoint). Checked by common.netguard at save and before
-    every call (orchestration.llm)."""
+    every call (orchestration.step.llm)."""
     return api_base or LOCAL_DEFAULT_BASES.get(model.split("/", 1)[0].lower())
 
 

@@ -50,7 +50,7 @@ ConfirmationModeName = Literal[tuple(ConfirmationMode.values)]  # type: ignore[v
 
 
 class HookEvent(TextChoices):
-    """When a hook runs (orchestration.hook_points asks the hooks of each)."""
+    """When a hook runs (orchestration.control.hook_points asks the hooks of each)."""
 
     PRE_TOOL_USE = "PreToolUse", "Before a tool runs"
     POST_TOOL_USE = "PostToolUse", "After a tool ran"

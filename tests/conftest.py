@@ -137,16 +137,16 @@ def dispatched(monkeypatch) -> list[tuple[str, str]]:
     def capture(conversation_id, slice_id, **_routing) -> None:
         sent.append((str(conversation_id), slice_id))
 
-    import orchestration.approvals
-    import orchestration.lease
+    import orchestration.chain.lease
+    import orchestration.chain.sweep
+    import orchestration.control.approvals
     import orchestration.run_control
-    import orchestration.sweep
 
     for module in (
         orchestration.run_control,
-        orchestration.lease,
-        orchestration.sweep,
-        orchestration.approvals,
+        orchestration.chain.lease,
+        orchestration.chain.sweep,
+        orchestration.control.approvals,
     ):
         monkeypatch.setattr(module, "enqueue_slice_on_commit", capture)
     return sent

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from orchestration.slices import run_slice
+from orchestration.chain.slices import run_slice
 
 
 def script(*turns) -> str:

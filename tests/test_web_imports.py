@@ -17,7 +17,9 @@ get_resolver().url_patterns  # import every view module the URLconf names
 from django.test import Client
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in {"litellm", "openai", "tiktoken"})
 # Hooks run on workers only (UserPromptSubmit too): the web process cannot even import them.
-heavy += sorted(m for m in sys.modules if m in {"orchestration.hooks", "orchestration.hook_points"})
+heavy += sorted(m for m in sys.modules if m in {"orchestration.control.hooks", "orchestration.control.hook_points"})
+# Nor the agent's step (LiteLLM itself is checked above; these would pull it in on first use).
+heavy += sorted(m for m in sys.modules if m in {"orchestration.step.llm", "orchestration.step.runner"})
 print(",".join(heavy) or "clean")
 """
 

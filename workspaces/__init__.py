@@ -1,0 +1,9 @@
+"""Where an agent's commands run and its files live.
+
+- `base`: the Workspace protocol; `local`: a directory per conversation on the worker's host,
+  commands through the sandbox; `paths`: per-team roots and path confinement.
+- `sandbox`: the one launcher every command goes through (bubblewrap: namespaces, a clean
+  environment, the workspace the only writable place, network none or host).
+
+Imports none of the other apps.
+"""

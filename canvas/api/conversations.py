@@ -14,7 +14,8 @@ from common.inputs import Id, Int, Key, Money, Offset, Text
 from conversations import store
 from conversations.events import Decision
 from conversations.models import Conversation
-from orchestration import approvals, run_control, services
+from orchestration import run_control, services
+from orchestration.control import approvals
 from teams.vocabulary import ConfirmationModeName, RiskName
 
 from ..access import Action, conversation_for, conversations_visible_to

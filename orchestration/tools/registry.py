@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from orchestration.agent import DEFAULT_TOOLS as DEFAULT_TOOLS
+from orchestration.step.agent import DEFAULT_TOOLS as DEFAULT_TOOLS
 from orchestration.tools.base import Tool
 from orchestration.tools.file_editor import FileEditorTool
 from orchestration.tools.finish import FinishTool

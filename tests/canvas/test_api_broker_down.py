@@ -15,7 +15,7 @@ from django.test import Client
 from canvas.celery import app as celery_app
 from conversations import store
 from conversations.models import Conversation
-from orchestration.slices import run_slice
+from orchestration.chain.slices import run_slice
 from tests.conftest import wait_for
 from tests.faults.services import free_port
 from tests.runs import script
@@ -59,7 +59,7 @@ def _row(conversation_id) -> Conversation:
 
 
 def test_every_run_starting_post_answers_json_while_the_broker_is_down(api, broker_down, caplog):
-    caplog.set_level(logging.WARNING, logger="orchestration.dispatch")
+    caplog.set_level(logging.WARNING, logger="orchestration.chain.dispatch")
     created = post(
         api, "/api/conversations",
         {"prompt": script({"tool": "terminal", "args": {"command": "echo hi"}}, FINISH),

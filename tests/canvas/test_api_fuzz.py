@@ -65,12 +65,12 @@ schema = _load_schema()
 @pytest.fixture
 def _no_hook_commands(monkeypatch) -> None:
     """The fuzzer writes random hook commands; none may reach a shell (a 500 if one tries)."""
-    import orchestration.hooks
+    import orchestration.control.hooks
 
     def refuse(*args, **kwargs):
         raise AssertionError("the API fuzz must not run hook commands")
 
-    monkeypatch.setattr(orchestration.hooks, "run_hook", refuse)
+    monkeypatch.setattr(orchestration.control.hooks, "run_hook", refuse)
 
 
 @pytest.fixture

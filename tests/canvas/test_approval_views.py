@@ -25,7 +25,8 @@ from conversations.events import (
     StatusChangeEvent,
 )
 from conversations.models import Conversation
-from orchestration import approvals, services
+from orchestration import services
+from orchestration.control import approvals
 from teams.models import Role
 from teams.services import member_add, team_default_for
 from tests.canvas.test_ui_consumer import connect, session_headers

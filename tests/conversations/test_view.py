@@ -10,7 +10,7 @@ from conversations.events import (
 )
 from conversations.projections import unchecked_messages
 from conversations.view import llm_view
-from orchestration.messages import messages_from_events
+from orchestration.step.messages import messages_from_events
 
 SYSTEM = SystemPromptEvent(content="be useful")
 FIRST = UserMessageEvent(text="hello", sender="alice")

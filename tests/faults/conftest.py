@@ -90,11 +90,11 @@ def stack(
     fault_database, fault_redis, fault_postgres, fault_broker, django_db_blocker, monkeypatch,
     settings, tmp_path,
 ) -> Iterator[Stack]:  # fmt: skip
-    import orchestration.dispatch
+    import orchestration.chain.dispatch
 
     fault_redis.answers() or fault_redis.start()
     redis_client.Redis.from_url(fault_redis.url).flushdb()
-    monkeypatch.setattr(orchestration.dispatch, "current_app", fault_broker)
+    monkeypatch.setattr(orchestration.chain.dispatch, "current_app", fault_broker)
     marker = f"fault{uuid.uuid4().hex[:12]}"  # names this test's commands in /proc
     with django_db_blocker.unblock(), on_database(fault_database):
         flush_database()

@@ -9,7 +9,7 @@ import pytest
 
 from conversations.models import Conversation
 from orchestration import run_control, services
-from orchestration.dispatch import RUN_SLICE_TASK
+from orchestration.chain.dispatch import RUN_SLICE_TASK
 from tests.conftest import wait_for
 from tests.runs import script
 

@@ -13,9 +13,9 @@ from conversations import store
 from conversations.events import AgentErrorEvent, ObservationEvent
 from conversations.models import Conversation
 from orchestration import services
+from orchestration.chain.stranded import HOST_GONE, sweep_stranded_runs
+from orchestration.chain.workers import host_alive, host_announce, host_depart
 from orchestration.models import WorkerHost
-from orchestration.stranded import HOST_GONE, sweep_stranded_runs
-from orchestration.workers import host_alive, host_announce, host_depart
 from tests.conftest import wait_for
 from tests.runs import script
 
@@ -112,11 +112,11 @@ def test_a_live_host_or_a_held_lease_keeps_its_runs(user, settings, dispatched):
 
 @pytest.mark.django_db
 def test_with_shared_workspaces_a_run_on_a_gone_host_moves(user, settings, monkeypatch):
-    import orchestration.stranded
+    import orchestration.chain.stranded
 
     sent = []
     monkeypatch.setattr(
-        orchestration.stranded, "enqueue_slice_on_commit",
+        orchestration.chain.stranded, "enqueue_slice_on_commit",
         lambda pk, slice_id, **routing: sent.append((str(pk), slice_id, routing)),
     )  # fmt: skip
     settings.CANVAS_SHARED_WORKSPACES = True

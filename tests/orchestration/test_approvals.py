@@ -8,8 +8,9 @@ import pytest
 from common.errors import Conflict
 from conversations import store
 from conversations.models import Conversation
-from orchestration import approvals, run_control, services
-from orchestration.slices import run_slice
+from orchestration import run_control, services
+from orchestration.chain.slices import run_slice
+from orchestration.control import approvals
 from tests.conftest import wait_for
 from tests.orchestration.test_runner import drive
 from tests.runs import script

@@ -13,9 +13,9 @@ from django.utils import timezone
 from conversations import store
 from conversations.models import Conversation
 from orchestration import services
-from orchestration.heartbeat import APPLICATION_NAME, Heartbeat
-from orchestration.interrupts import interrupt_publish
-from orchestration.slices import run_slice
+from orchestration.chain.heartbeat import APPLICATION_NAME, Heartbeat
+from orchestration.chain.interrupts import interrupt_publish
+from orchestration.chain.slices import run_slice
 from tests.conftest import wait_for
 from tests.runs import drive, script
 

@@ -8,7 +8,7 @@ import pytest
 
 from conversations.events import UserMessageEvent
 from conversations.store import StoredEvent
-from orchestration import history
+from orchestration.step import history
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import orchestration.hooks
+import orchestration.control.hooks
 from conversations.events import ActionEvent, ObservationEvent
-from orchestration import hook_points
+from orchestration.control import hook_points
 from teams.hooks import hook_create
 from teams.models import Hook
 from teams.services import team_default_for
@@ -52,7 +52,7 @@ def test_no_hooks_allows_with_one_query_and_no_subprocess(
     def no_process(*args, **kwargs):
         raise AssertionError("no hook should run")
 
-    monkeypatch.setattr(orchestration.hooks.subprocess, "Popen", no_process)
+    monkeypatch.setattr(orchestration.control.hooks.subprocess, "Popen", no_process)
     with django_assert_num_queries(1):
         verdict = pre(team, tmp_path)
     assert verdict == hook_points.HookVerdict(True, "", "", [])

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestration import hook_points
-from orchestration.hooks import HookSpec, run_hook
+from orchestration.control import hook_points
+from orchestration.control.hooks import HookSpec, run_hook
 from teams.hooks import hook_create
 from teams.models import Policy
 from tests.escape import CANARY_NAME, assert_contained, escape_script, sandbox_broken

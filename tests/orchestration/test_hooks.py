@@ -2,7 +2,7 @@
 
 import time
 
-from orchestration.hooks import HookSpec, run_hook, run_hooks
+from orchestration.control.hooks import HookSpec, run_hook, run_hooks
 
 PAYLOAD = {"event": "PreToolUse", "tool": "terminal", "arguments": {"command": "ls"}}
 

@@ -21,11 +21,11 @@ from conversations import store
 from conversations.events import AgentErrorEvent, ObservationEvent
 from conversations.models import Conversation
 from orchestration import run_control, services
-from orchestration.admission import QUEUE_RETRY_SECONDS
-from orchestration.agent import AgentConfig
-from orchestration.lease import lease_claim
-from orchestration.limits import run_limits
-from orchestration.slices import run_slice
+from orchestration.chain.admission import QUEUE_RETRY_SECONDS
+from orchestration.chain.lease import lease_claim
+from orchestration.chain.slices import run_slice
+from orchestration.step.agent import AgentConfig
+from orchestration.step.limits import run_limits
 from teams.budget import spend_add, spend_this_month
 from teams.models import Policy, Team
 from teams.policies import EffectivePolicy, policy_update

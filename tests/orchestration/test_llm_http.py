@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from orchestration.llm import LiteLLMClient, LLMError
-from orchestration.profiles import ModelProfile
+from orchestration.step.llm import LiteLLMClient, LLMError
+from orchestration.step.profiles import ModelProfile
 from tests.fakes import FakeOpenAI
 
 KEY_ENV = "FAKE_OPENAI_KEY"
@@ -115,8 +115,8 @@ def test_provider_error_ends_the_run(fake, monkeypatch, dispatched):
     from conversations import store
     from conversations.events import AgentErrorEvent, RunFinishedEvent
     from conversations.models import Conversation
+    from orchestration.chain.slices import run_slice
     from orchestration.services import conversation_create
-    from orchestration.slices import run_slice
 
     profiles = {
         "fake": {

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from conversations.events import ActionEvent, ObservationEvent, Usage
-from orchestration.llm import LLMResponse, ToolCall
-from orchestration.loop import events_from_response, execute_action, interrupted_observation
-from orchestration.messages import messages_from_events
+from orchestration.step.llm import LLMResponse, ToolCall
+from orchestration.step.loop import events_from_response, execute_action, interrupted_observation
+from orchestration.step.messages import messages_from_events
 from orchestration.tools.base import ToolContext, ToolResult
 from orchestration.tools.registry import tools_for
 from workspaces.local import LocalWorkspace

@@ -1,5 +1,5 @@
 """A team profile's api_base is checked again right before every model call
-(orchestration/llm.py): one that was allowed when saved but is refused now (the site's
+(orchestration/step/llm.py): one that was allowed when saved but is refused now (the site's
 allowance withdrawn, or its name resolving to an internal address) ends the run with a clear
 model error and never reaches the server. Site-configured profiles are the operator's choice
 and not checked (tests/orchestration/test_llm_http.py calls 127.0.0.1 through them)."""
@@ -67,8 +67,8 @@ def test_an_api_base_refused_since_it_was_saved_ends_the_run_without_a_call(
 def test_a_local_default_provider_is_checked_before_the_call(team, settings) -> None:
     """ollama/... without an api_base would call localhost:11434: refused before any call
     once the site no longer allows loopback."""
-    from orchestration.llm import LiteLLMClient, LLMError
-    from orchestration.profiles import ModelProfile
+    from orchestration.step.llm import LiteLLMClient, LLMError
+    from orchestration.step.profiles import ModelProfile
 
     settings.CANVAS_ALLOWED_PRIVATE_NETWORKS = []
     client = LiteLLMClient(

@@ -19,9 +19,9 @@ import pytest
 from django.db import transaction
 
 from canvas.celery import app
-from orchestration import notify
-from orchestration.notify import notify_status_on_commit
-from orchestration.notify_tasks import MAX_ATTEMPTS, notify_webhook
+from orchestration.control import notify
+from orchestration.control.notify import notify_status_on_commit
+from orchestration.control.notify_tasks import MAX_ATTEMPTS, notify_webhook
 from teams.notifications import notification_set
 from tests.http_server import QuietHandler, serving
 

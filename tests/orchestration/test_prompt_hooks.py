@@ -21,9 +21,9 @@ from conversations.events import (
     UserMessageEvent,
 )
 from conversations.models import Conversation
-from orchestration.llm import LiteLLMClient
-from orchestration.profiles import profile_get, profile_with_api_key
-from orchestration.slices import run_slice
+from orchestration.chain.slices import run_slice
+from orchestration.step.llm import LiteLLMClient
+from orchestration.step.profiles import profile_get, profile_with_api_key
 from teams.hooks import hook_create
 from teams.secrets import secret_create
 from tests.api import client_for, send
@@ -198,8 +198,8 @@ def test_a_stop_hooks_reply_is_not_checked_as_a_prompt(user, team, dispatched) -
 def test_a_cached_history_rebuilds_its_messages_when_a_message_is_blocked(
     user, team, dispatched
 ) -> None:
-    from orchestration.history import history_refresh
     from orchestration.services import conversation_create
+    from orchestration.step.history import history_refresh
 
     conversation = conversation_create(owner=user, prompt="the forbidden part", model="scripted")
     history = history_refresh(str(conversation.pk))
@@ -214,7 +214,7 @@ def test_a_cached_history_rebuilds_its_messages_when_a_message_is_blocked(
 def test_checks_are_read_from_the_log_so_a_new_process_never_repeats_one(
     user, team, dispatched, settings
 ) -> None:
-    import orchestration.history
+    import orchestration.step.history
 
     settings.CANVAS_SLICE_STEPS = 1
     guard(user, team, "cat >> prompt-calls.jsonl; echo >> prompt-calls.jsonl")
@@ -225,7 +225,7 @@ def test_checks_are_read_from_the_log_so_a_new_process_never_repeats_one(
     conversation = Conversation.objects.get(pk=created.json()["id"])
     llm = RecordingLLM(team.pk)
     run_one(dispatched, llm)
-    orchestration.history._cache.clear()  # the next slices run in a "fresh worker"
+    orchestration.step.history._cache.clear()  # the next slices run in a "fresh worker"
     drive(dispatched, llm)
     assert status_of(conversation.pk) == "finished" and len(llm.requests) == 3
     lines = (Path(conversation.workspace_path) / "prompt-calls.jsonl").read_text().splitlines()

@@ -9,8 +9,8 @@ import uuid
 import pytest
 from django.db import transaction
 
-from orchestration import hook_points, notify
-from orchestration.notify import build_payload, notify_status_on_commit
+from orchestration.control import hook_points, notify
+from orchestration.control.notify import build_payload, notify_status_on_commit
 from teams.hooks import hook_create
 from teams.notifications import notification_set
 from teams.secrets import secret_create

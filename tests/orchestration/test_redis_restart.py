@@ -10,7 +10,7 @@ from celery import Celery
 
 from conversations.models import Conversation
 from orchestration import services
-from orchestration.dispatch import RUN_SLICE_TASK
+from orchestration.chain.dispatch import RUN_SLICE_TASK
 from tests.conftest import wait_for
 from tests.faults.services import PrivateRedis
 

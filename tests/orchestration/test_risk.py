@@ -2,7 +2,7 @@
 
 import pytest
 
-from orchestration.risk import RULES, Risk, analyze, effective_risk
+from orchestration.control.risk import RULES, Risk, analyze, effective_risk
 
 ROOT = "/srv/ws/abc"
 

@@ -12,9 +12,9 @@ from conversations import store
 from conversations.events import ActionEvent, ObservationEvent
 from conversations.models import Conversation
 from orchestration import run_control, services
-from orchestration.lease import lease_claim
-from orchestration.slices import run_slice
-from orchestration.sweep import sweep_runs
+from orchestration.chain.lease import lease_claim
+from orchestration.chain.slices import run_slice
+from orchestration.chain.sweep import sweep_runs
 from tests.runs import drive, script
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -183,8 +183,8 @@ def test_a_message_sent_while_running_is_read_at_the_next_step(dispatched, setti
         """Answers like the scripted model and records what the model was shown."""
 
         def complete(self, messages, tools):
-            from orchestration.llm import LiteLLMClient
-            from orchestration.profiles import BUILTIN_PROFILES
+            from orchestration.step.llm import LiteLLMClient
+            from orchestration.step.profiles import BUILTIN_PROFILES
 
             seen.append([m.get("content") or "" for m in messages if m["role"] == "user"])
             return LiteLLMClient(BUILTIN_PROFILES["scripted"]).complete(messages, tools)
@@ -209,7 +209,7 @@ def test_an_abandoned_model_call_is_billed_when_its_answer_arrives(dispatched):
     import threading
 
     from conversations.events import Usage
-    from orchestration.llm import LLMResponse
+    from orchestration.step.llm import LLMResponse
     from teams.budget import spend_this_month
     from tests.conftest import wait_for
 
@@ -224,6 +224,7 @@ def test_an_abandoned_model_call_is_billed_when_its_answer_arrives(dispatched):
 
     conversation = services.conversation_create(owner=None, model="scripted", prompt="hi")
     conversation_id, slice_id = dispatched.pop()
+
     def run() -> None:
         try:
             run_slice(conversation_id, slice_id, llm=SlowModel())

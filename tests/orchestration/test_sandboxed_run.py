@@ -11,7 +11,7 @@ from canvas.event_rows import event_row
 from conversations import store
 from conversations.events import AgentErrorEvent, ObservationEvent
 from orchestration import services
-from orchestration.runner import UNSANDBOXED
+from orchestration.step.runner import UNSANDBOXED
 from teams.models import Policy
 from tests.escape import CANARY_NAME, assert_contained, escape_script, sandbox_broken
 from tests.runs import drive, script

@@ -5,9 +5,9 @@ import json
 import litellm
 import pytest
 
-from orchestration.llm import LiteLLMClient
-from orchestration.profiles import BUILTIN_PROFILES
-from orchestration.scripted import DEMO_DONE, NOT_A_SCRIPT
+from orchestration.step.llm import LiteLLMClient
+from orchestration.step.profiles import BUILTIN_PROFILES
+from orchestration.step.scripted import DEMO_DONE, NOT_A_SCRIPT
 from tests.runs import script
 
 

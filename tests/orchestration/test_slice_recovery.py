@@ -10,12 +10,12 @@ import pytest
 from django.db import connection
 from kombu.exceptions import OperationalError as BrokerError
 
-import orchestration.dispatch
+import orchestration.chain.dispatch
 from conversations import store
 from conversations.models import Conversation
 from orchestration import services
-from orchestration.slices import run_slice
-from orchestration.sweep import sweep_runs
+from orchestration.chain.slices import run_slice
+from orchestration.chain.sweep import sweep_runs
 from tests.conftest import _database_url, wait_for
 from tests.runs import drive, script
 
@@ -38,7 +38,7 @@ def broker(monkeypatch) -> list[tuple[str, str]]:
             raise BrokerError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
         sent.append((str(conversation_id), slice_id))
 
-    monkeypatch.setattr(orchestration.dispatch, "send_slice", send_slice)
+    monkeypatch.setattr(orchestration.chain.dispatch, "send_slice", send_slice)
     return sent
 
 

@@ -9,7 +9,7 @@ from conversations.events import (
     ObservationEvent,
     UserMessageEvent,
 )
-from orchestration.stuck import detect_stuck
+from orchestration.step.stuck import detect_stuck
 
 _ids = count()
 

@@ -11,7 +11,7 @@ from conversations import store
 from conversations.events import ObservationEvent
 from conversations.models import Conversation, ConversationEvent
 from orchestration import services
-from orchestration.dispatch import RUN_SLICE_TASK, host_queue
+from orchestration.chain.dispatch import RUN_SLICE_TASK, host_queue
 from tests.conftest import holds_for, wait_for
 from tests.runs import script
 

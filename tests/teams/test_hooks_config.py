@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from common.errors import Forbidden
-from orchestration.hooks import EVENTS
+from orchestration.control.hooks import EVENTS
 from teams import hooks
 from teams.models import AuditRecord, Hook, Role, Team, TeamNotification
 from teams.notifications import notification_set, webhook_target_for_team

@@ -10,7 +10,7 @@ from django.test import Client
 
 from common.errors import Forbidden, InvalidInput
 from conversations.models import Conversation
-from orchestration.profiles import ApiKeyError, profile_get, profile_with_api_key
+from orchestration.step.profiles import ApiKeyError, profile_get, profile_with_api_key
 from teams.models import AuditRecord, ModelProfile, Policy, Secret, Team
 from teams.policies import EffectivePolicy, effective_from_rows, policy_for_team, policy_update
 from teams.policies import tighten as tighten_policy

@@ -29,7 +29,7 @@ from conversations import broadcast, store
 from conversations.broadcast import conversation_group
 from conversations.events import UserMessageEvent
 from orchestration import services
-from orchestration.slices import run_slice
+from orchestration.chain.slices import run_slice
 from teams.secrets import secret_create
 from teams.services import team_default_for
 from tests.factories import make_conversation

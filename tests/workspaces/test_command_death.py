@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.hooks import HookSpec, run_hook
+from orchestration.control.hooks import HookSpec, run_hook
 from tests.conftest import wait_for
 from tests.escape import sandbox_broken
 from workspaces import sandbox
@@ -33,7 +33,7 @@ from pathlib import Path
 what, root, state, command = sys.argv[1:5]
 def go():
     if what == "hook":
-        from orchestration.hooks import HookSpec, run_hook
+        from orchestration.control.hooks import HookSpec, run_hook
         run_hook(HookSpec("h", "Stop", command, timeout=600), {}, cwd=root)
     else:
         from workspaces.local import LocalWorkspace

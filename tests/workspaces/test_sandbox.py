@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conversations.events import ActionEvent
-from orchestration.loop import execute_action
+from orchestration.step.loop import execute_action
 from orchestration.tools.base import ToolContext
 from orchestration.tools.terminal import TerminalTool
 from tests.conftest import wait_for

@@ -6,7 +6,7 @@ thread: one statement per few seconds per process. A warm shutdown first sets `d
 running slices stop at their next step boundary and hand over (runner.SliceRunner.run), then
 marks the host stopped once the pool has finished. A host is alive while it announced itself
 within three heartbeat periods and has not stopped; runs pinned to a host gone for longer than
-`CANVAS_WORKER_GONE_SECONDS` are dealt with by orchestration/stranded.py.
+`CANVAS_WORKER_GONE_SECONDS` are dealt with by orchestration/chain/stranded.py.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from .models import WorkerHost
+from ..models import WorkerHost
 
 logger = logging.getLogger(__name__)
 

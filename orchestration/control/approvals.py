@@ -37,8 +37,8 @@ from conversations.selectors import (
 )
 from teams.audit import audit_record
 
-from .dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
-from .loop import rejected_observation
+from ..chain.dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
+from ..step.loop import rejected_observation
 from .risk import rule_explanation
 
 

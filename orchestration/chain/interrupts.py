@@ -1,7 +1,7 @@
 """Interrupt delivery: how a person's Interrupt reaches the slice running the conversation.
 
 The truth is the row's `interrupt_requested_at`, written by the interrupt service; the lease
-keeper reads it back with every renewal (orchestration.heartbeat). This module is the fast
+keeper reads it back with every renewal (orchestration.chain.heartbeat). This module is the fast
 path on top: after commit it publishes the conversation id on one Redis channel that every
 worker process's keeper listens to (in the embedded mode, where the worker shares the web
 process, it tells the keeper directly). A lost message only delays the stop to the next

@@ -3,7 +3,7 @@ needs a person or stopped: waiting for approval, finished, failed, stuck.
 
 The runner calls `notify_status_on_commit` while it records the status; nothing leaves before
 that transaction commits, and nothing at all for teams without a webhook (one indexed read).
-The Celery task (orchestration.notify_tasks, which imports this module and never the other way
+The Celery task (orchestration.control.notify_tasks, which imports this module and never the other way
 round: it is enqueued by name) re-reads the URL and secret, so the secret never travels through
 the broker, and calls `webhook_deliver`. The reason and the title are
 redacted with the team's secrets before they are queued.
@@ -42,7 +42,7 @@ from .outgoing import redact_for_team
 logger = logging.getLogger(__name__)
 
 NOTIFY_WEBHOOK_TASK = "orchestration.notify_webhook"
-"""The delivery task's name (orchestration.notify_tasks)."""
+"""The delivery task's name (orchestration.control.notify_tasks)."""
 TIMEOUT_SECONDS = 5.0
 MAX_TITLE_CHARS = 200
 MAX_REASON_CHARS = 500

@@ -3,7 +3,7 @@
 Each call point takes the team's enabled hooks from a `TeamHooks` snapshot (one query for every
 event; the runner takes one per slice, so an admin's change applies from the next slice, and
 no hooks means no subprocess at all), builds the JSON the hooks read on stdin (with the team's
-secrets redacted), runs them in order through orchestration.hooks and folds the outcomes into
+secrets redacted), runs them in order through orchestration.control.hooks and folds the outcomes into
 one HookVerdict. Called without a snapshot, a call point reads a fresh one. The caller acts on it: a denied PreToolUse becomes a rejected
 observation (rejection_source="hook"), a denied Stop sends the reason back to the model, and
 every line in `failures` is reported as an AgentErrorEvent(code="hook_failed").

@@ -19,7 +19,7 @@ from conversations.events import AgentErrorEvent, RunStartedEvent, Status
 from conversations.models import Conversation
 from teams.models import Team
 
-from .history import history_refresh
+from ..step.history import history_refresh
 
 QUEUED = "queued"
 QUEUE_RETRY_SECONDS = 2.0

@@ -1,7 +1,7 @@
 """Runs stranded on a worker host that is gone: move them, or end them saying so.
 
 A run pinned to a host (its local workspace is on that host's disk) can only continue there.
-Once the host has been silent for `CANVAS_WORKER_GONE_SECONDS` (orchestration/workers.py), the
+Once the host has been silent for `CANVAS_WORKER_GONE_SECONDS` (orchestration/chain/workers.py), the
 run moves to any worker when workspaces are on shared storage (`CANVAS_SHARED_WORKSPACES`),
 and otherwise ends in ERROR with an `agent.error` (`worker_host_gone`) naming the host. Called
 by the sweep task; touches only runs no live lease holds.
@@ -21,11 +21,11 @@ from conversations import store
 from conversations.events import AgentErrorEvent, Status
 from conversations.models import Conversation
 
+from ..control.notify import notify_status_on_commit
+from ..models import WorkerHost
+from ..step.history import history_refresh
+from ..step.loop import run_end_events
 from .dispatch import enqueue_slice_on_commit, new_slice_id
-from .history import history_refresh
-from .loop import run_end_events
-from .models import WorkerHost
-from .notify import notify_status_on_commit
 
 HOST_GONE = "worker_host_gone"
 

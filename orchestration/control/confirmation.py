@@ -10,8 +10,8 @@ from __future__ import annotations
 from conversations.events import ActionEvent
 from teams.vocabulary import ConfirmationMode
 
+from ..tools.base import SECURITY_RISK_ARGUMENT, Tool
 from .risk import Risk, analyze, effective_risk
-from .tools.base import SECURITY_RISK_ARGUMENT, Tool
 
 
 def assess(action: ActionEvent, tool: Tool | None, workspace_root: str | None) -> ActionEvent:

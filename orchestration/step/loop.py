@@ -25,7 +25,7 @@ from conversations.events import (
 )
 from workspaces.base import WorkspacePathError
 
-from .tools.base import SECURITY_RISK_ARGUMENT, Tool, ToolContext, ToolResult
+from ..tools.base import SECURITY_RISK_ARGUMENT, Tool, ToolContext, ToolResult
 
 if TYPE_CHECKING:
     from .llm import LLMResponse

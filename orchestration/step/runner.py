@@ -1,6 +1,6 @@
 """Our own agent's side of a slice: recover what a dead runner left, then steps, each one model
 response and its tool calls through policy, approvals and hooks. The chain around it (lease,
-heartbeat, hand-over) is orchestration.slices; this module only appends under the token it
+heartbeat, hand-over) is orchestration.chain.slices; this module only appends under the token it
 was given.
 """
 
@@ -35,9 +35,15 @@ from teams.policies import policy_for_team
 from workspaces.local import workspace_for
 from workspaces.sandbox import UNSANDBOXED_SETTING, commands_unsandboxed
 
-from . import hook_points
+from ..chain.transient import TRANSIENT_FAULTS, retry_transient
+from ..chain.workers import draining
+from ..control import hook_points
+from ..control.confirmation import assess, needs_confirmation
+from ..control.notify import notify_status_on_commit
+from ..control.prompt_check import prompt_check
+from ..tools.base import Tool, ToolContext, team_secrets, tool_schema
+from ..tools.registry import tools_for
 from .agent import AgentConfig
-from .confirmation import assess, needs_confirmation
 from .history import History, history_refresh
 from .limits import LIMIT_REASONS, limit_reached, run_limits, tool_refused
 from .llm import LiteLLMClient, LLMClient, LLMError, LLMResponse
@@ -49,14 +55,8 @@ from .loop import (
     run_end_events,
 )
 from .model_call import Interrupted, ModelCall
-from .notify import notify_status_on_commit
 from .profiles import UnknownProfileError, profile_get, profile_with_api_key
-from .prompt_check import prompt_check
 from .stuck import detect_stuck
-from .tools.base import Tool, ToolContext, team_secrets, tool_schema
-from .tools.registry import tools_for
-from .transient import TRANSIENT_FAULTS, retry_transient
-from .workers import draining
 
 logger = logging.getLogger(__name__)
 
@@ -311,7 +311,7 @@ class SliceRunner:
         return not self._ended_stuck()
 
     def _ended_stuck(self) -> bool:
-        """End the run if the agent is going round in circles (orchestration.stuck)."""
+        """End the run if the agent is going round in circles (orchestration.step.stuck)."""
         stuck = detect_stuck(self.history.events)
         if stuck is None:
             return False

@@ -27,12 +27,12 @@ from conversations import store
 from conversations.events import AgentErrorEvent, Status
 from conversations.models import Conversation
 
+from ..step.history import history_refresh
+from ..step.llm import LLMClient
+from ..step.loop import run_end_events
+from ..tasks import slice_time_limits
 from .heartbeat import Heartbeat
-from .history import history_refresh
 from .lease import lease_claim, release
-from .llm import LLMClient
-from .loop import run_end_events
-from .tasks import slice_time_limits
 from .transient import TRANSIENT_FAULTS, retry_transient
 from .workers import draining
 
@@ -49,7 +49,7 @@ class SliceAgent(Protocol):
 def agent_for(
     conversation: Conversation, token: str, cancel: threading.Event, llm: LLMClient | None
 ) -> SliceAgent:
-    from .runner import SliceRunner
+    from ..step.runner import SliceRunner
 
     return SliceRunner(conversation, token, llm, cancel)
 
@@ -63,7 +63,7 @@ def run_slice(
     going to the back of the queue. Each next slice is recorded and claimed like any other
     (a new slice id, a fresh lease): duplicate deliveries and the sweeper see one protocol.
 
-    Transient database and broker faults are retried briefly (orchestration.transient); a
+    Transient database and broker faults are retried briefly (orchestration.chain.transient); a
     slice they interrupt hands the run over instead of failing it, and a hand-over that still
     cannot be saved or sent is left for the sweeper. Returns the seconds to wait before
     retrying `slice_id`, or None when done."""

@@ -18,7 +18,7 @@ The keeper runs three daemon threads, whatever the number of slices:
   gives the run to another runner: the thread pool's stand-in for Celery's time limits, which
   only the prefork pool enforces (a thread cannot be killed; the lease fence refuses whatever it
   still tries to append).
-- the watcher (Redis only) listens for Interrupts (orchestration.interrupts) and cancels the
+- the watcher (Redis only) listens for Interrupts (orchestration.chain.interrupts) and cancels the
   matching slice at once; without it an Interrupt is still seen at the next renewal.
 """
 

@@ -1,4 +1,4 @@
-"""The Celery edge of team notifications: take the facts, let orchestration.notify deliver,
+"""The Celery edge of team notifications: take the facts, let orchestration.control.notify deliver,
 retry what may succeed later. Imported by orchestration/tasks.py so autodiscovery finds it."""
 
 from __future__ import annotations
