@@ -2,6 +2,8 @@
 
 - `base`: the Workspace protocol; `local`: a directory per conversation on the worker's host,
   commands through the sandbox; `paths`: per-team roots and path confinement.
+- `baseline`: the git baseline taken before the agent's first command, and what changed
+  since (changes, diffs, archive); `browse`: listing and reading files from outside, confined.
 - `sandbox`: the one launcher every command goes through (bubblewrap: namespaces, a clean
   environment, the workspace the only writable place, network none or host).
 

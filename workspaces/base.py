@@ -11,7 +11,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Literal, Protocol
 
 
 class WorkspacePathError(ValueError):
@@ -28,6 +28,51 @@ class CommandResult:
     truncated: bool = False
     interrupted: bool = False
     """Stopped on request (Interrupt) before it finished."""
+
+
+ChangeStatus = Literal["added", "modified", "deleted"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    """One path that differs from the workspace's baseline."""
+
+    path: str
+    status: ChangeStatus
+    added: int | None
+    """Lines added; None for a binary or large file."""
+    removed: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class FileDiff:
+    path: str
+    status: ChangeStatus
+    text: str
+    """The unified diff; empty when the change is summarised instead."""
+    summary: str | None
+    """Why there is no diff to show, with the sizes (a binary or large file)."""
+
+
+EntryKind = Literal["dir", "file", "symlink", "other"]
+
+
+@dataclass(frozen=True, slots=True)
+class DirEntry:
+    name: str
+    kind: EntryKind
+    size: int | None
+    """Bytes, for files."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileView:
+    """A file read for showing: its text, or why it is not shown."""
+
+    path: str
+    size: int
+    text: str | None
+    summary: str | None
 
 
 class Workspace(Protocol):
@@ -63,4 +108,35 @@ class Workspace(Protocol):
     def stop_leftovers(self) -> int:
         """Kill what commands a previous runner left running, before anything else runs;
         returns how many it stopped."""
+        ...
+
+    # -- for people looking at the workspace (the web process; nothing here runs agent code) --
+
+    def baseline_take(self) -> bool:
+        """Snapshot the workspace as the starting point of `changes` unless one exists; True
+        when this call took it. Call before the agent's first command."""
+        ...
+
+    def changes(self) -> list[FileChange]:
+        """Paths added, modified or deleted since the baseline (empty without one)."""
+        ...
+
+    def diff(self, path: str) -> FileDiff:
+        """One changed path's unified diff (binary and large files summarised); KeyError when
+        `path` did not change."""
+        ...
+
+    def list_files(self, path: str) -> list[DirEntry]:
+        """The directory `path` (relative to root; "" is root), directories first.
+
+        WorkspacePathError for `..`, absolute paths or a symlink on the way; NotADirectoryError
+        when it is a file."""
+        ...
+
+    def read_file(self, path: str) -> FileView:
+        """The file `path` (relative to root), read-only, confined like `list_files`."""
+        ...
+
+    def archive(self, out: BinaryIO) -> None:
+        """Write the whole workspace, as it is now, as a tar.gz to `out`."""
         ...

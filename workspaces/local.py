@@ -48,8 +48,18 @@ import uuid
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
+from typing import BinaryIO
 
-from workspaces.base import CommandResult, WorkspacePathError
+from workspaces import browse
+from workspaces.base import (
+    CommandResult,
+    DirEntry,
+    FileChange,
+    FileDiff,
+    FileView,
+    WorkspacePathError,
+)
+from workspaces.baseline import Baseline
 from workspaces.sandbox import PATH, Network, SandboxSpec, prepare
 
 logger = logging.getLogger(__name__)
@@ -343,6 +353,26 @@ class LocalWorkspace:
             return
         _write_atomic(self.state_dir / _ENV_FILE, env)
         _write_atomic(self.state_dir / _CWD_FILE, cwd)
+
+    # -- looking at it from outside (workspaces.baseline, workspaces.browse) ------------------
+
+    def baseline_take(self) -> bool:
+        return Baseline(self.root, self.state_dir).take()
+
+    def changes(self) -> list[FileChange]:
+        return Baseline(self.root, self.state_dir).changes()
+
+    def diff(self, path: str) -> FileDiff:
+        return Baseline(self.root, self.state_dir).diff(path)
+
+    def list_files(self, path: str) -> list[DirEntry]:
+        return browse.list_files(self.root, path)
+
+    def read_file(self, path: str) -> FileView:
+        return browse.read_file(self.root, path)
+
+    def archive(self, out: BinaryIO) -> None:
+        Baseline(self.root, self.state_dir).archive(out, prefix=self.root.name)
 
 
 def _read_regular(path: Path) -> bytes | None:

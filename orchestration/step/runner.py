@@ -142,9 +142,11 @@ class SliceRunner:
         are re-run, the rest get an observation saying they were interrupted.
 
         First of all, a command a previous runner left running here is killed: nothing of
-        this run may act beside it.
+        this run may act beside it. Then, on the conversation's first slice, the workspace's
+        baseline is taken (what the Changes panel compares with), before any tool touches it.
         """
         self.ctx.workspace.stop_leftovers()
+        self.ctx.workspace.baseline_take()
         events = self.history.events
         decisions = {e.action_id: e for e in events if isinstance(e, ActionDecisionEvent)}
         started = {e.tool_call_id for e in events if isinstance(e, ActionStartedEvent)}

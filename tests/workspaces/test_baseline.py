@@ -1,0 +1,135 @@
+"""The workspace's baseline and what changed since: real files, real git, the agent's commands
+through the real sandbox."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from workspaces.base import FileChange
+from workspaces.baseline import BASELINE_DIR, MAX_DIFF_BYTES
+from workspaces.local import LocalWorkspace
+
+
+def _write(ws: LocalWorkspace, path: str, text: str) -> None:
+    target = ws.root / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+
+
+@pytest.fixture
+def started(ws: LocalWorkspace) -> LocalWorkspace:
+    """A workspace with a few files, an ignored one among them, and its baseline taken."""
+    _write(ws, "keep.txt", "same\n")
+    _write(ws, "edit.py", "a = 1\nb = 2\nc = 3\n")
+    _write(ws, "gone.txt", "one\ntwo\n")
+    _write(ws, ".gitignore", "*.log\n")
+    _write(ws, "build.log", "old log\n")
+    assert ws.baseline_take() is True
+    return ws
+
+
+def test_baseline_lives_in_the_state_directory_out_of_the_sandbox(started: LocalWorkspace):
+    assert (started.state_dir / BASELINE_DIR).is_dir()
+    assert not (started.root / ".git").exists()
+    assert started.baseline_take() is False  # taken once
+    seen = started.run(f"ls -a; ls {started.state_dir / BASELINE_DIR} 2>&1", timeout=20)
+    assert ".git" not in seen.output.split()
+    assert "No such file or directory" in seen.output  # the sandbox does not mount it
+
+
+def test_changes_list_added_modified_deleted_with_line_counts(started: LocalWorkspace):
+    result = started.run(
+        "printf 'a = 1\\nb = 20\\nc = 3\\nd = 4\\n' > edit.py && rm gone.txt"
+        " && mkdir -p src && printf 'x\\ny\\n' > src/new.py && echo more >> build.log",
+        timeout=20,
+    )
+    assert result.exit_code == 0, result.output
+    assert started.changes() == [
+        FileChange("build.log", "modified", 1, 0),  # .gitignore hides nothing
+        FileChange("edit.py", "modified", 2, 1),
+        FileChange("gone.txt", "deleted", 0, 2),
+        FileChange("src/new.py", "added", 2, 0),
+    ]
+    diff = started.diff("edit.py")
+    assert diff.summary is None
+    assert "-b = 2\n+b = 20\n" in diff.text and "+d = 4\n" in diff.text
+    assert started.diff("gone.txt").status == "deleted"
+    with pytest.raises(KeyError):
+        started.diff("keep.txt")
+    # A second reading (from the kept index) sees the same, and a revert makes it vanish.
+    _write(started, "edit.py", "a = 1\nb = 2\nc = 3\n")
+    assert [c.path for c in started.changes()] == ["build.log", "gone.txt", "src/new.py"]
+
+
+def test_binary_and_large_files_are_summarised(started: LocalWorkspace):
+    (started.root / "blob.bin").write_bytes(b"\0\1\2binary")
+    _write(started, "big.txt", "line\n" * (MAX_DIFF_BYTES // 5 + 10))
+    changes = {c.path: c for c in started.changes()}
+    assert changes["blob.bin"] == FileChange("blob.bin", "added", None, None)
+    blob = started.diff("blob.bin")
+    assert blob.text == "" and blob.summary == "binary file, 9 bytes (added)"
+    big = started.diff("big.txt")
+    assert big.text == "" and big.summary.startswith("large file, ")
+
+
+def test_the_workspace_cannot_steer_git(started: LocalWorkspace, tmp_path: Path):
+    """Attributes, a config, hooks and a planted .git in the workspace change nothing."""
+    marker = tmp_path / "ran"
+    _write(started, ".gitattributes", "*.py -diff export-ignore\n*.txt filter=evil\n")
+    _write(started, ".git/config", f"[core]\n\tfsmonitor = touch {marker}\n")
+    _write(started, ".git/hooks/post-index-change", f"#!/bin/sh\ntouch {marker}\n")
+    os.chmod(started.root / ".git/hooks/post-index-change", 0o755)
+    _write(started, "edit.py", "a = 1\n")
+    _write(started, "keep.txt", "changed\n")
+    diff = started.diff("edit.py")
+    assert diff.summary is None and "-b = 2\n" in diff.text  # not hidden as binary
+    assert "keep.txt" in {c.path for c in started.changes()}
+    buffer = io.BytesIO()
+    started.archive(buffer)
+    buffer.seek(0)
+    with tarfile.open(fileobj=buffer, mode="r:gz") as tar:
+        names = tar.getnames()
+    assert f"{started.root.name}/edit.py" in names  # export-ignore is unset
+    assert not any("/.git/" in name for name in names)
+    assert not marker.exists()
+
+
+def test_symlinks_are_recorded_as_links(started: LocalWorkspace, tmp_path: Path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret\n")
+    os.symlink(outside, started.root / "link")
+    [change] = [c for c in started.changes() if c.path == "link"]
+    assert change.status == "added"
+    assert "secret" not in started.diff("link").text
+
+
+def test_archive_holds_the_files_as_they_are_now(started: LocalWorkspace):
+    _write(started, "src/new.py", "print('hi')\n")
+    (started.root / "gone.txt").unlink()
+    buffer = io.BytesIO()
+    started.archive(buffer)
+    buffer.seek(0)
+    with tarfile.open(fileobj=buffer, mode="r:gz") as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    prefix = started.root.name
+    assert files[f"{prefix}/src/new.py"] == b"print('hi')\n"
+    assert files[f"{prefix}/build.log"] == b"old log\n"
+    assert f"{prefix}/gone.txt" not in files
+
+
+def test_without_a_baseline_nothing_changed_and_the_archive_still_works(ws: LocalWorkspace):
+    _write(ws, "a.txt", "a\n")
+    assert ws.changes() == []
+    with pytest.raises(KeyError):
+        ws.diff("a.txt")
+    buffer = io.BytesIO()
+    ws.archive(buffer)
+    buffer.seek(0)
+    with tarfile.open(fileobj=buffer, mode="r:gz") as tar:
+        assert f"{ws.root.name}/a.txt" in tar.getnames()
+    assert not (ws.state_dir / BASELINE_DIR).exists()

@@ -1,0 +1,306 @@
+"""What changed in a workspace since its starting point: a git baseline kept out of its reach.
+
+`take()` snapshots every file of the workspace (untracked and ignored ones included: the
+workspace's own `.gitignore` hides nothing) into a git repository in the conversation's state
+directory, `baseline.git`, with the workspace as its work tree (GIT_DIR / GIT_WORK_TREE). The
+repository lives there, not in the workspace, because the agent may write anything in its
+workspace: a `.git` in it could be rewritten to hide a change, carry hooks or a config that runs
+programs, and it would clash with the agent's own use of git. The sandbox never mounts the state
+directory, so the agent can neither see nor alter the baseline.
+
+Reading the changes runs git over the agent's files, in the web process. Nothing the agent wrote
+may steer it: no system, global or workspace config (the repository is ours, HOME is an empty
+directory, GIT_CONFIG_NOSYSTEM), no hooks, no external diff or textconv, no pathspec magic, and
+`info/attributes` (which outranks every `.gitattributes`) unsets the attributes that change
+what is read or shown (`-diff`, `text`/`eol`, `filter`, `export-ignore`, ...). Symbolic links
+are recorded as links, never followed. A folder holding its own repository (a clone made by the
+agent) shows as one entry, as git records a nested repository.
+
+Each reading stages the work tree into a private copy of the last index (so unchanged files are
+not hashed again) and compares that tree with the baseline commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from workspaces.base import ChangeStatus, FileChange, FileDiff
+
+BASELINE_DIR = "baseline.git"
+MAX_DIFF_BYTES = 256 * 1024
+"""Files above this size on either side are summarised, not diffed."""
+
+_REF = "refs/heads/baseline"
+_LAST_INDEX = "last-index"
+_GIT_TIMEOUT = 300.0
+_CHUNK = 256 * 1024
+_NO_SHA = "0" * 40
+_PATH = "/usr/local/bin:/usr/bin:/bin"
+_ATTRIBUTES = (
+    "* !diff !merge !text !eol !crlf !ident !filter !working-tree-encoding "
+    "!export-ignore !export-subst\n"
+)
+_CONFIG = (
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.untrackedCache=false",
+    "core.autocrlf=false",
+    "core.safecrlf=false",
+    "core.symlinks=true",
+    "core.quotePath=false",
+    f"core.bigFileThreshold={MAX_DIFF_BYTES}",
+    "gc.auto=0",
+    "diff.noprefix=false",
+    "diff.mnemonicPrefix=false",
+    "submodule.recurse=false",
+)
+_STATUSES: dict[str, ChangeStatus] = {"A": "added", "D": "deleted"}
+
+
+class BaselineError(RuntimeError):
+    """git failed on the workspace (the message is git's own, for the log)."""
+
+
+class Baseline:
+    """The baseline of the workspace `root`, kept in `state_dir`."""
+
+    def __init__(self, root: Path, state_dir: Path) -> None:
+        self.root = Path(root)
+        self.state_dir = Path(state_dir)
+        self.git_dir = self.state_dir / BASELINE_DIR
+
+    @property
+    def exists(self) -> bool:
+        return (self.git_dir / _REF).is_file()
+
+    def take(self) -> bool:
+        """Snapshot the workspace unless a baseline exists; True when this call took it.
+
+        Built in a scratch directory and renamed into place, so a crash or a racing runner
+        leaves either no baseline or a whole one."""
+        if self.exists:
+            return False
+        with self._scratch(BASELINE_DIR) as (git, tree):
+            commit = git.run("commit-tree", tree, "-m", "baseline").strip()
+            git.run("update-ref", _REF, commit)
+            try:
+                os.rename(git.git_dir, self.git_dir)
+            except OSError:
+                if self.exists:  # another runner took it first
+                    return False
+                raise
+            return True
+
+    def changes(self) -> list[FileChange]:
+        """Every path added, modified or deleted since the baseline, sorted by path; empty
+        when no baseline was taken."""
+        if not self.exists:
+            return []
+        with self._staged() as git:
+            return _changes(git)
+
+    def diff(self, path: str) -> FileDiff:
+        """The unified diff of one changed path. KeyError when `path` did not change."""
+        if not self.exists:
+            raise KeyError(path)
+        with self._staged() as git:
+            raw = _raw(git, path)
+            if path not in raw:
+                raise KeyError(path)
+            status, old_sha, new_sha = raw[path]
+            sizes = _sizes(git, [old_sha, new_sha])
+            old_size, new_size = sizes.get(old_sha), sizes.get(new_sha)
+            if max(old_size or 0, new_size or 0) > MAX_DIFF_BYTES:
+                return FileDiff(path, status, "", _summary("large file", old_size, new_size))
+            text = git.run(
+                "diff-index", "--cached", "--patch", "--no-renames", "--no-ext-diff",
+                "--no-textconv", "--no-color", "--ignore-submodules=none", _REF, "--", path,
+            )  # fmt: skip
+            if not any(line.startswith("@@") for line in text.splitlines()):
+                return FileDiff(path, status, "", _summary("binary file", old_size, new_size))
+            return FileDiff(path, status, text, None)
+
+    def archive(self, out: BinaryIO, *, prefix: str) -> None:
+        """Write the workspace as it is now, as a tar.gz, to `out` (files under `prefix/`).
+
+        Without a baseline a throwaway repository stages the files."""
+        if self.exists:
+            with self._staged() as git:
+                tree = git.run("write-tree").strip()
+                git.copy_out(out, "archive", "--format=tgz", f"--prefix={prefix}/", tree)
+            return
+        with self._scratch("archive") as (git, tree):
+            git.copy_out(out, "archive", "--format=tgz", f"--prefix={prefix}/", tree)
+
+    @contextlib.contextmanager
+    def _scratch(self, name: str) -> Iterator[tuple[_Git, str]]:
+        """A new repository in a scratch directory holding the work tree as it is now, and
+        its tree id; removed afterwards unless it was moved away."""
+        scratch = self.state_dir / f".{name}.{uuid.uuid4().hex}"
+        try:
+            git = _Git(self.root, scratch, scratch / "index")
+            git.init()
+            git.add_all()
+            yield git, git.run("write-tree").strip()
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def _staged(self) -> Iterator[_Git]:
+        """git over a private index holding the work tree as it is now. The index is kept as
+        the next reading's starting point (its stat data spares hashing unchanged files)."""
+        last = self.git_dir / _LAST_INDEX
+        index = self.git_dir / f"index.{uuid.uuid4().hex}"
+        try:
+            shutil.copyfile(last if last.exists() else self.git_dir / "index", index)
+            git = _Git(self.root, self.git_dir, index)
+            git.add_all()
+            yield git
+            os.replace(index, last)
+        finally:
+            index.unlink(missing_ok=True)
+
+
+def _changes(git: _Git) -> list[FileChange]:
+    counts: dict[str, tuple[int | None, int | None]] = {}
+    out = git.run("diff-index", "--cached", "--numstat", "-z", "--no-renames", _REF)
+    for record in out.split("\0"):
+        if record:
+            added, removed, path = record.split("\t", 2)
+            counts[path] = (_count(added), _count(removed))
+    return [
+        FileChange(path, status, *counts.get(path, (None, None)))
+        for path, (status, _, _) in sorted(_raw(git).items())
+    ]
+
+
+def _raw(git: _Git, path: str | None = None) -> dict[str, tuple[ChangeStatus, str, str]]:
+    """path -> (status, old blob, new blob) for every change (or only `path`)."""
+    args = ["diff-index", "--cached", "--raw", "-z", "--no-renames", "--abbrev=40", _REF]
+    if path is not None:
+        args += ["--", path]
+    fields = git.run(*args).split("\0")
+    found = {}
+    for meta, name in zip(fields[0::2], fields[1::2], strict=False):
+        if not meta.startswith(":"):
+            continue
+        _, _, old_sha, new_sha, letter = meta[1:].split(" ")
+        found[name] = (_STATUSES.get(letter[:1], "modified"), old_sha, new_sha)
+    return found
+
+
+def _sizes(git: _Git, shas: list[str]) -> dict[str, int]:
+    wanted = [sha for sha in shas if sha != _NO_SHA]
+    if not wanted:
+        return {}
+    out = git.run("cat-file", "--batch-check=%(objectname) %(objectsize)", stdin="\n".join(wanted))
+    sizes = {}
+    for line in out.splitlines():
+        sha, _, size = line.partition(" ")
+        if size.isdigit():
+            sizes[sha] = int(size)
+    return sizes
+
+
+def _count(text: str) -> int | None:
+    return int(text) if text.isdigit() else None  # "-" for binary (and large) files
+
+
+def _summary(kind: str, old: int | None, new: int | None) -> str:
+    if old is None:
+        return f"{kind}, {new} bytes (added)"
+    if new is None:
+        return f"{kind}, {old} bytes (deleted)"
+    return f"{kind}, {old} → {new} bytes"
+
+
+class _Git:
+    """git on `root` with the repository `git_dir` and the index `index`, and nothing else
+    from the environment (see the module docstring)."""
+
+    def __init__(self, root: Path, git_dir: Path, index: Path) -> None:
+        self.root = root
+        self.git_dir = git_dir
+        home = git_dir.parent / "baseline.home"  # empty: no ~/.gitconfig, no ~/.config/git
+        home.mkdir(exist_ok=True)
+        self.env = {
+            "PATH": _PATH,
+            "HOME": str(home),
+            "LANG": "C",
+            "LC_ALL": "C",
+            "GIT_DIR": str(git_dir),
+            "GIT_WORK_TREE": str(root),
+            "GIT_INDEX_FILE": str(index),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_LITERAL_PATHSPECS": "1",
+            "GIT_NO_REPLACE_OBJECTS": "1",
+            "GIT_AUTHOR_NAME": "canvas",
+            "GIT_AUTHOR_EMAIL": "canvas@localhost",
+            "GIT_COMMITTER_NAME": "canvas",
+            "GIT_COMMITTER_EMAIL": "canvas@localhost",
+        }
+
+    def init(self) -> None:
+        self.run("init", "--quiet", "--template=")
+        (self.git_dir / "info").mkdir(exist_ok=True)
+        (self.git_dir / "info" / "attributes").write_text(_ATTRIBUTES)
+
+    def add_all(self) -> None:
+        """Stage every file, ignored ones too. A file it cannot read (exit 1) is left out
+        rather than failing the whole reading."""
+        self.run("add", "--all", "--force", "--ignore-errors", ok=(0, 1))
+
+    def argv(self, *args: str) -> list[str]:
+        argv = ["git"]
+        for setting in _CONFIG:
+            argv += ["-c", setting]
+        return [*argv, *args]
+
+    def run(self, *args: str, stdin: str | None = None, ok: tuple[int, ...] = (0,)) -> str:
+        proc = subprocess.run(
+            self.argv(*args),
+            cwd=self.root,
+            env=self.env,
+            input=stdin.encode() if stdin is not None else None,
+            stdin=subprocess.DEVNULL if stdin is None else None,
+            capture_output=True,
+            timeout=_GIT_TIMEOUT,
+            check=False,
+        )
+        _check(args[0], proc.returncode, proc.stderr, ok)
+        return proc.stdout.decode("utf-8", "surrogateescape")
+
+    def copy_out(self, out: BinaryIO, *args: str) -> None:
+        """Run git and copy its output into `out` as it comes (any writable file object)."""
+        with tempfile.TemporaryFile() as errors:
+            proc = subprocess.Popen(
+                self.argv(*args), cwd=self.root, env=self.env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=errors,
+            )  # fmt: skip
+            try:
+                assert proc.stdout is not None
+                shutil.copyfileobj(proc.stdout, out, _CHUNK)
+                returncode = proc.wait(_GIT_TIMEOUT)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                proc.stdout.close()
+            errors.seek(0)
+            _check(args[0], returncode, errors.read(), (0,))
+
+
+def _check(command: str, returncode: int, stderr: bytes, ok: tuple[int, ...]) -> None:
+    if returncode not in ok:
+        detail = stderr.decode("utf-8", "replace").strip()
+        raise BaselineError(f"git {command} failed ({returncode}): {detail}")
