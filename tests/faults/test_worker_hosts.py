@@ -4,6 +4,7 @@ import os
 import signal
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.urls import reverse
@@ -166,10 +167,21 @@ def test_a_killed_host_that_never_returns_ends_its_run_naming_it(start_worker, u
 def test_with_shared_workspaces_another_worker_finishes_a_gone_hosts_run(start_worker, user):
     shared = {**FAST, "CANVAS_SHARED_WORKSPACES": "true"}
     ghost = start_worker(extra_env={**shared, "CANVAS_WORKER_HOST": "ghost"})
-    conversation = services.conversation_create(owner=user, model="scripted", prompt=sleepy(20))
+    # The run waits at its third command until the test opens the gate, so ghost is surely
+    # mid-run when it dies, however slowly alpha starts on a loaded machine.
+    gated = "for t in $(seq 600); do test -e gate && break; sleep 0.1; done; echo gated"
+    prompt = script(
+        *[{"tool": "terminal", "args": {"command": f"sleep 0.3; echo {i}"}} for i in range(2)],
+        {"tool": "terminal", "args": {"command": gated}},
+        *[{"tool": "terminal", "args": {"command": f"sleep 0.3; echo {i}"}} for i in range(8)],
+        {"tool": "finish", "args": {"message": "done"}},
+    )  # fmt: skip
+    conversation = services.conversation_create(owner=user, model="scripted", prompt=prompt)
     wait_for(lambda: len(events_of(conversation)) > 6, 30, message="the run to get going")
     start_worker(beat=True, extra_env={**shared, "CANVAS_WORKER_HOST": "alpha"})
     ghost.kill()
+    workspace = Path(Conversation.objects.get(pk=conversation.pk).workspace_path)
+    (workspace / "gate").touch()
     wait_for(lambda: status_of(conversation) == "finished", 90, message="alpha to finish it")
     assert Conversation.objects.get(pk=conversation.pk).worker_host == "alpha"
     assert "agent.error" not in [e.type for e in events_of(conversation)]
