@@ -23,3 +23,13 @@ class CanvasConfig(AppConfig):
         from .access_signals import connect_access_signals
 
         connect_access_signals()
+
+        # The channel layer is made now, in the main thread, before any server or worker
+        # thread exists. Channels' registry makes a layer on first use without a lock: a
+        # consumer and the publisher thread (conversations.broadcast) asking at the same
+        # moment each got their own, and with the embedded in-memory layer every hint then
+        # went to a layer no socket listens on; pages saw events only through the safety
+        # poll, in 5-second batches, for the life of the process.
+        from channels.layers import get_channel_layer
+
+        get_channel_layer()

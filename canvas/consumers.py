@@ -16,6 +16,7 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 
 from common.errors import NotFound
 from conversations import store
@@ -29,7 +30,7 @@ from .ws_close import CloseCode
 from .ws_origin import origin_allowed
 
 CATCH_UP_PAGE = 500
-SAFETY_POLL_SECONDS = 5.0
+SAFETY_POLL_SECONDS = settings.CANVAS_SAFETY_POLL_SECONDS
 """How often an idle socket checks the log itself, in case the hint for the last event of a
 burst was lost (the channel layer is at-most-once)."""
 ACCESS_RECHECK_SECONDS = 60.0

@@ -145,6 +145,8 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "canvas.layers.ThreadSafeInMemoryChannelLayer"}}
+# How often an idle websocket reads the log itself, in case a hint was lost (canvas.consumers).
+CANVAS_SAFETY_POLL_SECONDS = float(os.environ.get("CANVAS_SAFETY_POLL_SECONDS", "5"))
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_TASK_ACKS_LATE = True

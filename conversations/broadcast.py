@@ -53,7 +53,6 @@ class _Publisher:
                 self._wakeup.notify()
 
     def _run(self) -> None:
-        layer = get_channel_layer()
         loop = asyncio.new_event_loop()
         while True:
             with self._wakeup:
@@ -61,7 +60,10 @@ class _Publisher:
                     self._wakeup.wait()
                 batch, self._pending = self._pending, []
             try:
-                self._send(layer, loop, coalesce(batch))
+                # Asked per batch, never kept: the layer is the one the registry holds now,
+                # the one consumers subscribe through (an in-memory layer kept from a lost
+                # creation race would publish to nobody for the life of the process).
+                self._send(get_channel_layer(), loop, coalesce(batch))
             except Exception as exc:  # a lost hint is recovered by the consumer's catch-up
                 logger.warning("channel layer publish failed: %r", exc)
 
