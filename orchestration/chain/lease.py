@@ -71,8 +71,10 @@ def lease_claim(conversation_id: str, slice_id: str) -> Claim:
     if settings.CANVAS_PIN_TO_HOST and row["worker_host"] and row["worker_host"] != here:
         send_slice(conversation_id, slice_id, worker_host=row["worker_host"])
         return NOTHING_TO_DO
+    if row["run_steps"] > 0:  # this run already holds a place: a hand-over reads no policy
+        return _claim(conversation_id, slice_id, row)
     limit = policy_for_team(row["team_id"]).max_concurrent_runs
-    if limit is None or row["run_steps"] > 0:  # no limit, or this run already holds a place
+    if limit is None:
         return _claim(conversation_id, slice_id, row)
     with transaction.atomic():
         team_name = lock_team(row["team_id"])
