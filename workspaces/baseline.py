@@ -160,7 +160,9 @@ class Baseline:
         last = self.git_dir / _LAST_INDEX
         index = self.git_dir / f"index.{uuid.uuid4().hex}"
         try:
-            shutil.copyfile(last if last.exists() else self.git_dir / "index", index)
+            # copy2 keeps the index's mtime, which git's check for files changed in the same
+            # second as their stat was recorded ("racy" entries) compares with.
+            shutil.copy2(last if last.exists() else self.git_dir / "index", index)
             git = _Git(self.root, self.git_dir, index)
             git.add_all()
             yield git

@@ -122,9 +122,10 @@ def _unhandled(request: HttpRequest, exc: Exception) -> HttpResponse:
 
 
 def _register_routers() -> None:
-    from . import conversations, hooks, invitations, policies, secrets, teams, tokens
+    from . import conversations, hooks, invitations, policies, secrets, teams, tokens, workspace
 
     api.add_router("/conversations", conversations.router)
+    api.add_router("/conversations", workspace.router)
     api.add_router("/teams", teams.router)
     api.add_router("/teams", secrets.router)
     api.add_router("/teams", policies.router)

@@ -133,3 +133,16 @@ def test_without_a_baseline_nothing_changed_and_the_archive_still_works(ws: Loca
     with tarfile.open(fileobj=buffer, mode="r:gz") as tar:
         assert f"{ws.root.name}/a.txt" in tar.getnames()
     assert not (ws.state_dir / BASELINE_DIR).exists()
+
+
+def test_same_size_edits_in_the_same_second_are_seen(ws: LocalWorkspace):
+    """git trusts a file's recorded size and mtime (to the second) unless the index is no
+    older than the file: the copied index must keep its own mtime."""
+    _write(ws, "a.txt", "y = 2\n")
+    ws.baseline_take()
+    _write(ws, "a.txt", "y = 3\n")
+    assert [c.path for c in ws.changes()] == ["a.txt"]
+    _write(ws, "a.txt", "y = 2\n")
+    assert ws.changes() == []
+    _write(ws, "a.txt", "y = 4\n")
+    assert [c.path for c in ws.changes()] == ["a.txt"]

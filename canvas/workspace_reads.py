@@ -1,0 +1,125 @@
+"""A conversation's workspace as people see it: what changed, one diff, a folder or a file, and
+the whole of it as an archive. The API (canvas.api.workspace) and the side panel
+(canvas.panels) call these once canvas.access granted VIEW.
+
+Nothing here runs agent code: it reads the files and runs our own git on them
+(workspaces.baseline), in the web process, which therefore reads the workspace from its own disk
+(one host, or workspaces shared between hosts). Refusals are ServiceErrors with words for people.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import IO
+
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, StreamingHttpResponse
+
+from common.errors import InvalidInput, NotFound, ServiceError
+from conversations.models import Conversation
+from workspaces.base import DirEntry, FileChange, FileDiff, FileView, Workspace, WorkspacePathError
+from workspaces.baseline import BaselineError
+from workspaces.local import workspace_for
+
+logger = logging.getLogger(__name__)
+
+_CHUNK = 256 * 1024
+
+
+class WorkspaceUnreadable(ServiceError):
+    status = 500
+    code = "internal_error"
+
+
+@dataclass(frozen=True, slots=True)
+class FilesAt:
+    """What a path in the workspace holds: a folder's entries or a file."""
+
+    path: str
+    entries: list[DirEntry] | None = None
+    file: FileView | None = None
+
+    @property
+    def parent(self) -> str | None:
+        """The folder above, "" for the root's children; None at the root."""
+        return self.path.rpartition("/")[0] if self.path else None
+
+
+def workspace_of(conversation: Conversation) -> Workspace:
+    return workspace_for(str(conversation.pk), conversation.workspace_path or None)
+
+
+@contextlib.contextmanager
+def _readable(path: str = "") -> Iterator[None]:
+    try:
+        yield
+    except WorkspacePathError as exc:
+        raise InvalidInput(f"{exc}.") from None
+    except FileNotFoundError:
+        raise NotFound(f"no file or folder {path!r} in the workspace.") from None
+    except KeyError:
+        raise NotFound(f"{path!r} has not changed since the workspace's starting point.") from None
+    except OSError as exc:  # a name too long, a file it may not read, ...
+        raise InvalidInput(f"{path!r} cannot be read: {exc.strerror or exc}.") from None
+    except BaselineError:
+        logger.exception("reading the workspace failed")
+        raise WorkspaceUnreadable("the workspace could not be read; the error is logged.") from None
+
+
+def changes(conversation: Conversation) -> list[FileChange]:
+    with _readable():
+        return workspace_of(conversation).changes()
+
+
+def diff(conversation: Conversation, path: str) -> FileDiff:
+    with _readable(path):
+        return workspace_of(conversation).diff(path)
+
+
+def files_at(conversation: Conversation, path: str) -> FilesAt:
+    path = path.rstrip("/")
+    workspace = workspace_of(conversation)
+    with _readable(path):
+        try:
+            return FilesAt(path, entries=workspace.list_files(path))
+        except NotADirectoryError:
+            return FilesAt(path, file=workspace.read_file(path))
+
+
+def archive_response(request: HttpRequest, conversation: Conversation) -> StreamingHttpResponse:
+    """The workspace as a tar.gz download. It is written to a temporary file first, so a
+    failure answers an error instead of cutting a download short."""
+    workspace = workspace_of(conversation)
+    out = tempfile.TemporaryFile()  # noqa: SIM115 - the response closes it
+    try:
+        with _readable():
+            workspace.archive(out)
+        out.seek(0)
+    except BaseException:
+        out.close()
+        raise
+    chunks = _achunks(out) if isinstance(request, ASGIRequest) else _chunks(out)
+    response = StreamingHttpResponse(chunks, content_type="application/gzip")
+    name = workspace.root.name
+    response["Content-Disposition"] = f'attachment; filename="{name}.tar.gz"'
+    return response
+
+
+def _chunks(out: IO[bytes]) -> Iterator[bytes]:
+    with out:
+        while chunk := out.read(_CHUNK):
+            yield chunk
+
+
+async def _achunks(out: IO[bytes]) -> AsyncIterator[bytes]:
+    # Under ASGI a synchronous iterator would be read whole into memory first (Django).
+    try:
+        while chunk := await sync_to_async(out.read, thread_sensitive=False)(_CHUNK):
+            yield chunk
+    finally:
+        out.close()
