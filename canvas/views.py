@@ -31,6 +31,7 @@ from teams.permissions import role_allows, team_role
 from .access import Action, conversation_for, conversations_visible_to, http_errors
 from .event_rows import ApprovalCard, approval_card, event_row, last_status, status_label
 from .forms import KNOWN_MODELS, ConversationCreateForm, MessageForm
+from .sidebar import sidebar_context
 from .team_context import team_context
 
 LIST_TEMPLATE = "canvas/conversation_list.html"
@@ -65,7 +66,9 @@ def _list_context(request: HttpRequest) -> dict[str, Any]:
     ctx = team_context(request)
     team_id = ctx.current_team.pk if ctx.current_team else None
     return {
-        "conversations": conversations_visible_to(request.user, team_id)[:LIST_LIMIT],
+        "conversations": conversations_visible_to(request.user, team_id).filter(
+            archived_at__isnull=True
+        )[:LIST_LIMIT],
         # With no team yet the first conversation creates a personal one, so it may start.
         "can_create": ctx.current_team is None or ctx.can_act,
     }
@@ -81,6 +84,7 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
         template += "#conversation-rows"
     else:
         context |= {"form": ConversationCreateForm(), "known_models": KNOWN_MODELS}
+        context |= sidebar_context(request)
     return render(request, template, context)
 
 

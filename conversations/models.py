@@ -25,6 +25,9 @@ class Conversation(models.Model):
     )
     team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="conversations")
     title = models.CharField(max_length=200, blank=True)
+    archived_at = models.DateTimeField(
+        null=True, blank=True, help_text="Archived: out of the team's sidebar, kept whole."
+    )
     status = models.CharField(
         max_length=32,
         choices=[(s.value, s.name.replace("_", " ").title()) for s in Status],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from django.http import HttpRequest, HttpResponse
 from ninja import Header, Router, Schema, Status
@@ -13,8 +13,10 @@ from pydantic import Field
 from common.inputs import Id, Int, Key, Money, Offset, Text
 from conversations import store
 from conversations.events import Decision
+from conversations.events import Status as RunStatus
 from conversations.models import Conversation
-from orchestration import run_control, services
+from conversations.search import ConversationFilter, conversations_matching
+from orchestration import archive, run_control, services
 from orchestration.control import approvals
 from teams.vocabulary import ConfirmationModeName, RiskName
 
@@ -71,6 +73,7 @@ class ConversationOut(Schema):
     tokens_in: int
     tokens_out: int
     cost_usd: float
+    archived_at: datetime | None = None
     created_at: datetime
     updated_at: datetime
 
@@ -98,6 +101,7 @@ def _out(c: Conversation) -> dict[str, Any]:
         "tokens_in": c.tokens_in,
         "tokens_out": c.tokens_out,
         "cost_usd": float(c.cost_usd),
+        "archived_at": c.archived_at,
         "created_at": c.created_at,
         "updated_at": c.updated_at,
     }
@@ -134,10 +138,19 @@ def conversation_create(
 
 @router.get("", response={200: list[ConversationOut], **ERRORS})
 def conversation_list(
-    request: HttpRequest, team: Id | None = None, limit: int = 100, offset: Offset = 0
-):
+    request: HttpRequest, team: Id | None = None, limit: int = 100, offset: Offset = 0,
+    q: Text(200) = "", status: RunStatus | None = None, owner: Literal["me"] | None = None,
+    model: Text(200) = "", archived: bool = False,
+):  # fmt: skip
+    """Newest first. `q`: words in the title or any message; `owner=me`: the caller's own;
+    archived conversations only with `archived=true` (and then only those)."""
     limit = max(1, min(limit, MAX_PAGE))
-    rows = conversations_visible_to(request.user, team).order_by("-created_at")
+    chosen = ConversationFilter(
+        text=q.strip(), status=status or "", owner_id=request.user.pk if owner else None,
+        model=model.strip(), archived=archived,
+    )  # fmt: skip
+    rows = conversations_matching(conversations_visible_to(request.user, team), chosen)
+    rows = rows.order_by("-created_at")
     rows = rows[offset : offset + limit]
     return [_out(c) for c in rows]
 
@@ -145,6 +158,23 @@ def conversation_list(
 @router.get("/{conversation_id}", response={200: ConversationOut, **ERRORS})
 def conversation_get(request: HttpRequest, conversation_id: Key):
     return _out(conversation_for(request.user, conversation_id, Action.VIEW))
+
+
+@router.post("/{conversation_id}/archive", response={200: ConversationOut, **ERRORS})
+def conversation_archive(request: HttpRequest, conversation_id: Key):
+    """Out of the lists (kept whole); refused while it runs or waits for approval."""
+    conversation = conversation_for(request.user, conversation_id, Action.ACT)
+    archive.conversation_archive(conversation_id=conversation.pk, by=request.user)
+    conversation.refresh_from_db()
+    return _out(conversation)
+
+
+@router.post("/{conversation_id}/restore", response={200: ConversationOut, **ERRORS})
+def conversation_restore(request: HttpRequest, conversation_id: Key):
+    conversation = conversation_for(request.user, conversation_id, Action.ACT)
+    archive.conversation_restore(conversation_id=conversation.pk, by=request.user)
+    conversation.refresh_from_db()
+    return _out(conversation)
 
 
 @router.get("/{conversation_id}/events", response={200: EventsOut, **ERRORS})

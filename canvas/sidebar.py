@@ -1,0 +1,37 @@
+"""What the conversation sidebar shows (templates/canvas/sidebar.html): the team's conversations
+for the request's search and filters. Its views are canvas.sidebar_views; pages that include
+the sidebar add this context."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+
+from conversations.events import Status
+from conversations.search import ConversationFilter, conversations_matching
+
+from .access import conversations_visible_to
+from .event_rows import status_label
+from .team_context import team_context
+
+SIDEBAR_TEMPLATE = "canvas/sidebar.html"
+SIDEBAR_LIMIT = 100
+
+
+def sidebar_context(request: HttpRequest, *, current_id: str = "") -> dict[str, Any]:
+    """What the sidebar shows for this request's filters; `current_id` is highlighted."""
+    ctx = team_context(request)
+    team_id = ctx.current_team.pk if ctx.current_team else None
+    visible = conversations_visible_to(request.user, team_id)
+    chosen = ConversationFilter.from_query(request.GET, user_id=request.user.pk)
+    return {
+        "sidebar_rows": conversations_matching(visible, chosen).order_by("-updated_at")[
+            :SIDEBAR_LIMIT
+        ],
+        "sidebar_filter": chosen,
+        "sidebar_models": sorted(set(visible.values_list("model", flat=True))),
+        "sidebar_statuses": [(s.value, status_label(s.value)) for s in Status],
+        "sidebar_current": current_id,
+        "sidebar_can_act": ctx.current_team is None or ctx.can_act,
+    }

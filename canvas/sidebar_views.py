@@ -1,0 +1,55 @@
+"""The conversation sidebar: the team's conversations with status dots, search and filters,
+kept live by polling; and archiving (with confirmation in the page) and restoring."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from common.errors import ServiceError
+from orchestration import archive
+
+from .access import Action
+from .sidebar import SIDEBAR_TEMPLATE, sidebar_context
+from .views import _conversation_or_404
+
+
+@login_required
+@require_GET
+def conversation_sidebar(request: HttpRequest) -> HttpResponse:
+    current = request.GET.get("current", "")
+    context = sidebar_context(request, current_id=current)
+    return render(request, SIDEBAR_TEMPLATE + "#sidebar-rows", context)
+
+
+def _archiving(request: HttpRequest, conversation_id: uuid.UUID, service) -> HttpResponse:
+    conversation = _conversation_or_404(request, conversation_id, Action.ACT)
+    try:
+        service(conversation_id=conversation.pk, by=request.user)
+    except ServiceError as exc:
+        if request.htmx:
+            return HttpResponse(exc.detail, status=exc.status, content_type="text/plain")
+        messages.warning(request, exc.detail)
+        return redirect("conversation-detail", conversation_id=conversation.pk)
+    if request.htmx:  # the sidebar re-reads its rows; the page stays where it is
+        response = HttpResponse(status=204)
+        response["HX-Trigger"] = "sidebar-changed"
+        return response
+    return redirect("conversation-list")
+
+
+@login_required
+@require_POST
+def conversation_archive(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    return _archiving(request, conversation_id, archive.conversation_archive)
+
+
+@login_required
+@require_POST
+def conversation_restore(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    return _archiving(request, conversation_id, archive.conversation_restore)

@@ -1,0 +1,117 @@
+"""The conversation sidebar: search by title and message text, filters, archive and restore."""
+
+import pytest
+from django.urls import reverse
+
+from common.errors import Conflict
+from conversations.models import Conversation
+from conversations.search import ConversationFilter, conversations_matching
+from orchestration import archive, services
+from teams.audit import audit_records
+from teams.models import Role
+from teams.services import member_add, team_default_for
+
+pytestmark = pytest.mark.django_db
+
+
+def make(owner, prompt: str, *, model: str = "scripted", status: str = "finished") -> Conversation:
+    conversation = services.conversation_create(owner=owner, model=model, prompt=prompt)
+    Conversation.objects.filter(pk=conversation.pk).update(status=status)
+    return Conversation.objects.get(pk=conversation.pk)
+
+
+def titles(rows) -> list[str]:
+    return sorted(c.title for c in rows)
+
+
+def test_search_matches_titles_and_message_text_case_insensitively(user, dispatched):
+    first = make(user, "Fix the login page")
+    make(user, "Write release notes")
+    services.conversation_post_message(
+        conversation_id=first.pk, text="also check the PASSWORD reset", sender=user
+    )
+    rows = Conversation.objects.all()
+    assert titles(conversations_matching(rows, ConversationFilter(text="release"))) == [
+        "Write release notes"
+    ]
+    assert titles(conversations_matching(rows, ConversationFilter(text="password"))) == [
+        "Fix the login page"
+    ]
+    assert titles(conversations_matching(rows, ConversationFilter(text="nowhere"))) == []
+
+
+def test_filters_by_status_owner_model_and_archived(user, other_user, dispatched):
+    mine = make(user, "mine", status="error")
+    make(user, "mine too", model="demo")
+    theirs = make(other_user, "theirs")
+    archive.conversation_archive(conversation_id=theirs.pk, by=other_user)
+    rows = Conversation.objects.all()
+    assert titles(conversations_matching(rows, ConversationFilter(status="error"))) == ["mine"]
+    assert titles(conversations_matching(rows, ConversationFilter(model="demo"))) == ["mine too"]
+    assert titles(conversations_matching(rows, ConversationFilter(owner_id=user.pk))) == [
+        "mine", "mine too",
+    ]  # fmt: skip
+    assert titles(conversations_matching(rows, ConversationFilter(archived=True))) == ["theirs"]
+    assert mine.title in titles(conversations_matching(rows, ConversationFilter()))
+    assert "theirs" not in titles(conversations_matching(rows, ConversationFilter()))
+
+
+def test_filter_from_a_query_ignores_what_it_does_not_know(user):
+    chosen = ConversationFilter.from_query(
+        {"q": "  hi ", "status": "bogus", "owner": "me", "archived": "1"}, user_id=user.pk
+    )
+    assert chosen == ConversationFilter(text="hi", owner_id=user.pk, archived=True)
+
+
+def test_a_running_conversation_is_not_archived(user, dispatched):
+    running = make(user, "busy", status="running")
+    with pytest.raises(Conflict, match="pause or finish it first"):
+        archive.conversation_archive(conversation_id=running.pk, by=user)
+
+
+def test_archive_and_restore_are_audited_and_idempotent(user, dispatched):
+    conversation = make(user, "old work")
+    archive.conversation_archive(conversation_id=conversation.pk, by=user)
+    archive.conversation_archive(conversation_id=conversation.pk, by=user)
+    archive.conversation_restore(conversation_id=conversation.pk, by=user)
+    kinds = [r.kind for r in audit_records(conversation.team)]
+    assert kinds.count("conversation.archived") == 1 and kinds.count("conversation.restored") == 1
+    assert Conversation.objects.get(pk=conversation.pk).archived_at is None
+
+
+def test_the_sidebar_rows_endpoint_filters_and_only_shows_the_users_teams(
+    client, user, other_user, dispatched
+):
+    make(user, "Alpha task")
+    make(user, "Beta task")
+    make(other_user, "Alpha secret of another team")
+    client.force_login(user)
+    page = client.get(reverse("conversation-sidebar"), {"q": "alpha"}).content.decode()
+    assert "Alpha task" in page and "Beta task" not in page
+    assert "another team" not in page
+
+
+def test_a_viewer_cannot_archive(client, user, django_user_model, dispatched):
+    conversation = make(user, "keep me")
+    viewer = django_user_model.objects.create_user("victor", password="victor-password-1")
+    member_add(by=user, team=team_default_for(user), username="victor", role=Role.VIEWER)
+    client.force_login(viewer)
+    response = client.post(reverse("conversation-archive", args=[conversation.pk]))
+    assert response.status_code == 403
+    assert Conversation.objects.get(pk=conversation.pk).archived_at is None
+
+
+def test_the_api_lists_with_the_same_filters_and_archives(client, user, dispatched):
+    kept = make(user, "Deploy the docs")
+    make(user, "Other work")
+    client.force_login(user)
+    listed = client.get("/api/conversations", {"q": "docs"}).json()
+    assert [c["title"] for c in listed] == ["Deploy the docs"]
+    answer = client.post(f"/api/conversations/{kept.pk}/archive")
+    assert answer.status_code == 200 and answer.json()["archived_at"]
+    assert [c["title"] for c in client.get("/api/conversations").json()] == ["Other work"]
+    archived = client.get("/api/conversations", {"archived": "true"}).json()
+    assert [c["title"] for c in archived] == ["Deploy the docs"]
+    assert client.post(f"/api/conversations/{kept.pk}/restore").json()["archived_at"] is None
+    bad = client.get("/api/conversations", {"status": "sleeping"})
+    assert bad.status_code == 400 and "status" in bad.content.decode()
