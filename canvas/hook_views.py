@@ -15,7 +15,7 @@ from django import forms
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
@@ -31,10 +31,9 @@ from teams.models import (
 )
 from teams.permissions import Action
 from teams.policies import policy_for_team, policy_update
-from teams.services import team_get_for
 from teams.vocabulary import NetworkAccess
 
-from .access import http_errors
+from .settings_pages import SettingsPage, edit_rows, settings_team
 
 TEMPLATE = "canvas/team_hooks.html"
 
@@ -58,6 +57,10 @@ class HookForm(forms.Form):
         min_value=HOOK_TIMEOUT_MIN, max_value=HOOK_TIMEOUT_MAX, initial=10,
         label="Timeout (seconds)",
     )  # fmt: skip
+    position = forms.IntegerField(
+        min_value=0, max_value=1_000_000, required=False, label="Run order",
+        widget=forms.NumberInput(attrs={"placeholder": "last"}),
+    )  # fmt: skip
     fail_closed = forms.BooleanField(required=False, label="Block the step when the hook fails")
     enabled = forms.BooleanField(required=False, initial=True)
 
@@ -77,8 +80,7 @@ class SandboxForm(forms.Form):
 
 
 def _team(request: HttpRequest, team_id: int) -> Team:
-    with http_errors():
-        return team_get_for(request.user, team_id, Action.ADMINISTER)
+    return settings_team(request, team_id, Action.ADMINISTER)
 
 
 def _hook_form(hook: Hook) -> HookForm:
@@ -94,11 +96,10 @@ def _context(
     new_secret: str | None = None, sandbox_form: SandboxForm | None = None,
     sandbox_notice: ServiceError | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    rows = []
-    for hook in hooks.hook_list(by=request.user, team=team):
-        is_edited = edited is not None and edited[0] == hook.pk
-        form = edited[1] if edited is not None and is_edited else _hook_form(hook)
-        rows.append({"hook": hook, "form": form, "open": is_edited})
+    rows = edit_rows(
+        hooks.hook_list(by=request.user, team=team), key=lambda hook: hook.pk, edited=edited,
+        row_id=lambda hook, _: f"hook-{hook.pk}", form_for=lambda hook, _: _hook_form(hook),
+    )  # fmt: skip
     info = notifications.notification_get(by=request.user, team=team)
     own = Policy.objects.filter(team=team).values_list("network", flat=True).first()
     return {
@@ -117,15 +118,16 @@ def _context(
     }
 
 
+PAGE = SettingsPage(TEMPLATE, "team-hooks", _context)
+
+
 def _section(
     request: HttpRequest, team: Team, partial: str, *, status: int = 200, **context: Any
 ) -> HttpResponse:
-    """After a write: the refreshed section for htmx; without htmx a success redirects (a
-    reload must not repeat the write) and anything else renders the page."""
-    if status == 200 and not request.htmx and not context.get("new_secret"):
-        return redirect("team-hooks", team_id=team.pk)
-    template = f"{TEMPLATE}#{partial}" if request.htmx else TEMPLATE
-    return render(request, template, _context(request, team, **context), status=status)
+    """After a write (canvas.settings_pages.section_response); a new signing secret is shown
+    in this one answer, even without htmx."""
+    shows_once = bool(context.get("new_secret"))
+    return PAGE.answer(request, team, partial, status=status, shows_once=shows_once, **context)
 
 
 @login_required

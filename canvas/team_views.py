@@ -25,7 +25,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from common.errors import InvalidInput, NotFound, ServiceError
 from teams import services
 from teams.audit import audit_records
-from teams.models import AuditRecord, Membership, Role, Team
+from teams.models import AuditRecord, Membership, Role, Team, TeamInvitation
 from teams.permissions import Action, role_allows, team_role, team_roles
 
 from .access import http_errors
@@ -194,12 +194,19 @@ def _offered_roles(role: str | None) -> list[tuple[str, str]]:
     return [(r.value, r.label) for r in (Role.MEMBER, Role.VIEWER)]
 
 
+def _invite_link(request: HttpRequest) -> str:
+    """Where an invitee accepts: their own Teams page. Not a secret: an invitation works only
+    for the name it was made for, once that person is logged in."""
+    return request.build_absolute_uri(reverse("team-index"))
+
+
 def _detail_context(
     request: HttpRequest,
     team: Team,
     *,
     invite_form: MemberInviteForm | None = None,
     notice: ServiceError | None = None,
+    invited: TeamInvitation | None = None,
 ) -> dict[str, Any]:
     role = team_role(request.user, team.pk)
     can_administer = role_allows(role, Action.ADMINISTER)
@@ -225,6 +232,8 @@ def _detail_context(
         "invitations": services.invitation_list_for_team(team) if can_administer else [],
         "can_own": can_own,
         "notice": notice,
+        "invited": invited,
+        "invite_link": _invite_link(request) if invited else None,
         "is_current": team == team_context(request).current_team,
         "is_default": Membership.objects.filter(
             user=request.user, team=team, is_default=True
@@ -239,13 +248,22 @@ def _members(
     notice: ServiceError | None = None,
     invite_form: MemberInviteForm | None = None,
     status: int | None = None,
+    invited: TeamInvitation | None = None,
 ) -> HttpResponse:
     """After a member write: the refreshed members section (htmx), or the page. A success
-    without htmx redirects, so a reload does not repeat the write."""
+    without htmx redirects, so a reload does not repeat the write (a new invitation's link then
+    comes as a message, shown once like the htmx answer's box)."""
     status = status or (notice.status if notice else 200)
     if status == 200 and not request.htmx:
+        if invited is not None:
+            messages.success(
+                request, f"{invited.username} is invited. Send them this link to accept it: "
+                f"{_invite_link(request)}",
+            )  # fmt: skip
         return redirect("team-detail", team_id=team.pk)
-    context = _detail_context(request, team, invite_form=invite_form, notice=notice)
+    context = _detail_context(
+        request, team, invite_form=invite_form, notice=notice, invited=invited
+    )
     template = _fragment(request, DETAIL_TEMPLATE, "members")
     return render(request, template, context, status=status)
 
@@ -268,10 +286,10 @@ def member_invite(request: HttpRequest, team_id: int) -> HttpResponse:
     if not form.is_valid():  # the form shows its own field errors
         return _members(request, team, invite_form=form, status=400)
     try:
-        services.invitation_create(by=request.user, team=team, **form.cleaned_data)
+        invitation = services.invitation_create(by=request.user, team=team, **form.cleaned_data)
     except ServiceError as exc:
         return _members(request, team, notice=exc, invite_form=form)
-    return _members(request, team)
+    return _members(request, team, invited=invitation)
 
 
 @login_required

@@ -296,6 +296,21 @@ def test_admin_invites_changes_and_removes_members(admin, team, django_user_mode
     assert response["Location"] == _url("team-detail", team.pk)
 
 
+def test_the_invitation_link_is_shown_once(admin, team):
+    client = _client(admin)
+    url = _url("team-invite", team.pk)
+    page = client.post(url, {"username": "erin", "role": "viewer"}, **HX).content.decode()
+    assert 'id="invite-sent"' in page and "erin is invited as viewer" in page
+    assert 'id="invite-link"' in page and 'value="http://testserver/teams/"' in page
+    assert 'id="invite-sent"' not in client.get(_url("team-detail", team.pk)).content.decode()
+
+    # Without htmx: the redirect's page says it once, as a message.
+    client.post(url, {"username": "fred", "role": "member"})
+    page = client.get(_url("team-detail", team.pk)).content.decode()
+    assert "fred is invited. Send them this link to accept it: http://testserver/teams/" in page
+    assert "fred is invited" not in client.get(_url("team-detail", team.pk)).content.decode()
+
+
 def test_invitee_declines_and_admin_cancels(admin, team, django_user_model):
     dave = django_user_model.objects.create_user("dave", password="x" * 12)
     client = _client(admin)
