@@ -1,4 +1,5 @@
-"""Forms of the team, token and audit pages: shape and size checks only.
+"""Forms of the team, token, audit and settings (secrets, policy, model profiles) pages: shape
+and size checks only.
 
 Who may grant which role, who may remove whom and whether a name is taken are the services'
 rules (teams.services, teams.tokens); the forms never duplicate them, so a refused request
@@ -10,6 +11,8 @@ from __future__ import annotations
 from django import forms
 
 from teams.models import Role
+from teams.secrets import MAX_DESCRIPTION_CHARS as MAX_SECRET_DESCRIPTION
+from teams.secrets import MAX_VALUE_BYTES as MAX_SECRET_BYTES
 
 
 class TeamSwitchForm(forms.Form):
@@ -68,3 +71,29 @@ class AuditFilterForm(forms.Form):
     actor = forms.CharField(max_length=150, required=False)
     kind = forms.CharField(max_length=64, required=False)
     page = forms.IntegerField(min_value=1, required=False)
+
+
+class SecretCreateForm(forms.Form):
+    """The value is a password input that is never rendered back: a refused form comes back
+    without it, so the page never holds a value it did not need to."""
+
+    name = forms.CharField(
+        max_length=64, widget=forms.TextInput(attrs={"placeholder": "e.g. OPENAI_API_KEY"})
+    )
+    value = forms.CharField(
+        max_length=2 * MAX_SECRET_BYTES, strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+    )  # fmt: skip
+    description = forms.CharField(max_length=MAX_SECRET_DESCRIPTION, required=False)
+
+
+class SecretReplaceForm(forms.Form):
+    """Names one secret; an empty value keeps the old one, an unchanged description is not
+    sent (the service then says that nothing was given)."""
+
+    name = forms.CharField(max_length=64, widget=forms.HiddenInput)
+    value = forms.CharField(
+        max_length=2 * MAX_SECRET_BYTES, strip=False, required=False, label="New value",
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+    )  # fmt: skip
+    description = forms.CharField(max_length=MAX_SECRET_DESCRIPTION, required=False)

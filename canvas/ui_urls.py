@@ -9,7 +9,7 @@ from . import (
     approval_views,
     hook_views,
     run_control_views,
-    sidebar_views,
+    secret_views,
     team_views,
     token_views,
     views,
@@ -30,12 +30,10 @@ conversation_urls = [
     ),
     path("actions/<segment:action_id>/reject", approval_views.action_reject, name="action-reject"),
     path("actions/approve-all", approval_views.actions_approve_all, name="actions-approve-all"),
-    path("archive", sidebar_views.conversation_archive, name="conversation-archive"),
-    path("restore", sidebar_views.conversation_restore, name="conversation-restore"),
 ]
 
 # One team's page, members and audit log (canvas.team_views); its hooks, sandbox and
-# notification webhook (canvas.hook_views).
+# notification webhook (canvas.hook_views); its secrets (canvas.secret_views).
 team_urls = [
     path("", team_views.team_detail, name="team-detail"),
     path("default", team_views.team_set_default, name="team-default"),
@@ -57,6 +55,10 @@ team_urls = [
     path("notifications", hook_views.notification_set, name="team-notification-set"),
     path("notifications/clear", hook_views.notification_clear, name="team-notification-clear"),
     path("sandbox", hook_views.sandbox_set, name="team-sandbox-set"),
+    path("secrets/", secret_views.team_secrets, name="team-secrets"),
+    path("secrets/new", secret_views.secret_create, name="team-secret-create"),
+    path("secrets/replace", secret_views.secret_replace, name="team-secret-replace"),
+    path("secrets/delete", secret_views.secret_delete, name="team-secret-delete"),
 ]
 
 # An invitation addressed to the user (canvas.team_views).
@@ -76,8 +78,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", views.conversation_list, name="conversation-list"),
     path("conversations/new", views.conversation_new, name="conversation-new"),
-    # The sidebar's rows for its search and filters (canvas.sidebar_views).
-    path("conversations/sidebar", sidebar_views.conversation_sidebar, name="conversation-sidebar"),
     path("conversations/<uuid:conversation_id>/", include(conversation_urls)),
     path("teams/", team_views.team_index, name="team-index"),
     path("teams/new", team_views.team_create, name="team-create"),
