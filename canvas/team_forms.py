@@ -8,11 +8,14 @@ reaches the service and comes back with the service's own status and words.
 
 from __future__ import annotations
 
+import re
+
 from django import forms
 
 from teams.models import Role
 from teams.secrets import MAX_DESCRIPTION_CHARS as MAX_SECRET_DESCRIPTION
 from teams.secrets import MAX_VALUE_BYTES as MAX_SECRET_BYTES
+from teams.vocabulary import ConfirmationMode, NetworkAccess, Risk
 
 
 class TeamSwitchForm(forms.Form):
@@ -97,3 +100,47 @@ class SecretReplaceForm(forms.Form):
         widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
     )  # fmt: skip
     description = forms.CharField(max_length=MAX_SECRET_DESCRIPTION, required=False)
+
+
+def _unlimited() -> forms.NumberInput:
+    return forms.NumberInput(attrs={"placeholder": "no limit", "step": "any"})
+
+
+def _names(text: str) -> list[str]:
+    """ "a, b c" -> ["a", "b", "c"]: the page's way of writing a list; the service checks names."""
+    return [name for name in re.split(r"[\s,]+", text) if name]
+
+
+class PolicyForm(forms.Form):
+    """The whole team policy, as the API's PUT takes it: a field left empty is "no limit" (or
+    "all" for a list). Ranges and names are teams.policies' rules, in its words."""
+
+    confirmation_mode = forms.ChoiceField(choices=ConfirmationMode.choices, label="Confirmation")
+    risk_threshold = forms.ChoiceField(choices=Risk.choices, label="Risky from")
+    allowed_tools = forms.CharField(
+        max_length=2000, required=False, label="Allowed tools",
+        widget=forms.TextInput(attrs={"placeholder": "all tools"}),
+    )  # fmt: skip
+    allowed_agent_kinds = forms.CharField(
+        max_length=2000, required=False, label="Allowed agent kinds",
+        widget=forms.TextInput(attrs={"placeholder": "all kinds (native, acp:NAME)"}),
+    )  # fmt: skip
+    max_iterations_per_run = forms.IntegerField(
+        required=False, label="Steps per run", widget=_unlimited()
+    )
+    max_cost_per_run_usd = forms.DecimalField(
+        required=False, label="Cost per run (USD)", widget=_unlimited()
+    )
+    max_cost_per_month_usd = forms.DecimalField(
+        required=False, label="Cost per month (USD)", widget=_unlimited()
+    )
+    max_concurrent_runs = forms.IntegerField(
+        required=False, label="Runs at once", widget=_unlimited()
+    )
+    network = forms.ChoiceField(choices=NetworkAccess.choices, label="Network for commands")
+
+    def clean_allowed_tools(self) -> list[str]:
+        return _names(self.cleaned_data["allowed_tools"])
+
+    def clean_allowed_agent_kinds(self) -> list[str]:
+        return _names(self.cleaned_data["allowed_agent_kinds"])

@@ -8,6 +8,7 @@ from common.inputs import PathSegment
 from . import (
     approval_views,
     hook_views,
+    policy_views,
     run_control_views,
     secret_views,
     team_views,
@@ -33,7 +34,8 @@ conversation_urls = [
 ]
 
 # One team's page, members and audit log (canvas.team_views); its hooks, sandbox and
-# notification webhook (canvas.hook_views); its secrets (canvas.secret_views).
+# notification webhook (canvas.hook_views); its secrets and policy (canvas.secret_views,
+# canvas.policy_views).
 team_urls = [
     path("", team_views.team_detail, name="team-detail"),
     path("default", team_views.team_set_default, name="team-default"),
@@ -59,6 +61,8 @@ team_urls = [
     path("secrets/new", secret_views.secret_create, name="team-secret-create"),
     path("secrets/replace", secret_views.secret_replace, name="team-secret-replace"),
     path("secrets/delete", secret_views.secret_delete, name="team-secret-delete"),
+    path("policy/", policy_views.team_policy, name="team-policy"),
+    path("policy/set", policy_views.policy_set, name="team-policy-set"),
 ]
 
 # An invitation addressed to the user (canvas.team_views).

@@ -150,6 +150,25 @@ def policy_for_team(team_id: int) -> EffectivePolicy:
     return effective_from_rows(rows)
 
 
+@dataclass(frozen=True, slots=True)
+class PolicyLayers:
+    """What a policy page shows side by side: each row as a policy, and their combination."""
+
+    site: EffectivePolicy | None
+    """The site default row; None when the site has none (then only the built-in defaults)."""
+    team: EffectivePolicy | None
+    """The team's own row; None until an admin sets one."""
+    effective: EffectivePolicy
+
+
+def policy_layers(team_id: int) -> PolicyLayers:
+    """The site default, the team's row and the effective policy, from one query."""
+    rows = list(Policy.objects.filter(Q(team__isnull=True) | Q(team_id=team_id)))
+    site = next((_from_row(row) for row in rows if row.team_id is None), None)
+    own = next((_from_row(row) for row in rows if row.team_id == team_id), None)
+    return PolicyLayers(site=site, team=own, effective=effective_from_rows(rows))
+
+
 # --- a conversation's requested overrides ---------------------------------------------------
 
 LOOSER = "a conversation may tighten its team's policy, never loosen it"
