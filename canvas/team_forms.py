@@ -9,6 +9,7 @@ reaches the service and comes back with the service's own status and words.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from django import forms
 
@@ -144,3 +145,74 @@ class PolicyForm(forms.Form):
 
     def clean_allowed_agent_kinds(self) -> list[str]:
         return _names(self.cleaned_data["allowed_agent_kinds"])
+
+
+PROVIDERS = [
+    ("", "Other (the model id says it)"),
+    ("openai", "OpenAI"),
+    ("anthropic", "Anthropic"),
+    ("gemini", "Google Gemini"),
+    ("mistral", "Mistral"),
+    ("groq", "Groq"),
+    ("deepseek", "DeepSeek"),
+    ("openrouter", "OpenRouter"),
+    ("azure", "Azure OpenAI"),
+    ("bedrock", "AWS Bedrock"),
+    ("ollama_chat", "Ollama"),
+]
+"""LiteLLM providers offered by name; any other is written into the model id."""
+
+
+def provider_split(model: str) -> tuple[str, str]:
+    """ "openai/gpt-4o" -> ("openai", "gpt-4o"); an id of another provider stays whole."""
+    prefix, _, rest = model.partition("/")
+    if rest and prefix in dict(PROVIDERS):
+        return prefix, rest
+    return "", model
+
+
+class ProfileForm(forms.Form):
+    """A model profile's fields as teams.profiles takes them; `provider` and `model` become one
+    LiteLLM model id. Which secret exists, which api_base is allowed and the ranges are the
+    service's to say."""
+
+    provider = forms.ChoiceField(choices=PROVIDERS, required=False)
+    model = forms.CharField(
+        max_length=200, widget=forms.TextInput(attrs={"placeholder": "e.g. gpt-4o-mini"})
+    )
+    api_base = forms.CharField(
+        max_length=200, required=False, label="API base URL",
+        widget=forms.TextInput(attrs={"placeholder": "the provider's own"}),
+    )  # fmt: skip
+    api_key_secret = forms.CharField(
+        max_length=64, required=False, label="API key (a team secret)", widget=forms.Select
+    )
+    max_input_tokens = forms.IntegerField(required=False, label="Context limit (tokens)")
+    temperature = forms.FloatField(required=False)
+
+    def __init__(self, *args, secret_names: Iterable[str] = (), **kwargs):
+        super().__init__(*args, **kwargs)
+        # A menu of the team's secrets; a name that is not among them still reaches the
+        # service, which says so in its words.
+        self.fields["api_key_secret"].widget.choices = [
+            ("", "none"),
+            *[(n, n) for n in secret_names],
+        ]
+
+    def clean(self) -> dict:
+        data = super().clean()
+        provider, model = data.pop("provider", ""), data.get("model", "")
+        if provider and model and not model.startswith(f"{provider}/"):
+            data["model"] = f"{provider}/{model}"
+        return data
+
+
+class ProfileCreateForm(ProfileForm):
+    name = forms.CharField(
+        max_length=100, widget=forms.TextInput(attrs={"placeholder": "e.g. fast"})
+    )
+    field_order = ["name"]
+
+
+class ProfileEditForm(ProfileForm):
+    name = forms.CharField(max_length=100, widget=forms.HiddenInput)

@@ -9,6 +9,7 @@ from . import (
     approval_views,
     hook_views,
     policy_views,
+    profile_views,
     run_control_views,
     secret_views,
     team_views,
@@ -34,8 +35,8 @@ conversation_urls = [
 ]
 
 # One team's page, members and audit log (canvas.team_views); its hooks, sandbox and
-# notification webhook (canvas.hook_views); its secrets and policy (canvas.secret_views,
-# canvas.policy_views).
+# notification webhook (canvas.hook_views); its secrets, policy and model profiles
+# (canvas.secret_views, canvas.policy_views, canvas.profile_views).
 team_urls = [
     path("", team_views.team_detail, name="team-detail"),
     path("default", team_views.team_set_default, name="team-default"),
@@ -63,6 +64,14 @@ team_urls = [
     path("secrets/delete", secret_views.secret_delete, name="team-secret-delete"),
     path("policy/", policy_views.team_policy, name="team-policy"),
     path("policy/set", policy_views.policy_set, name="team-policy-set"),
+    path("profiles/", profile_views.team_profiles, name="team-profiles"),
+    path("profiles/new", profile_views.profile_create, name="team-profile-create"),
+    path("profiles/edit", profile_views.profile_edit, name="team-profile-edit"),
+    path("profiles/delete", profile_views.profile_delete, name="team-profile-delete"),
+    path("profiles/test", profile_views.profile_test, name="team-profile-test"),
+    path(
+        "profiles/checks/<segment:check_id>", profile_views.profile_check, name="team-profile-check"
+    ),
 ]
 
 # An invitation addressed to the user (canvas.team_views).

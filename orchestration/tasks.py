@@ -10,6 +10,7 @@ from django.conf import settings
 
 from .chain.transient import TRANSIENT_FAULTS
 from .control.notify_tasks import notify_webhook  # noqa: F401
+from .profile_checks import CALL_TIMEOUT_SECONDS, PROFILE_CHECK_TASK
 from .tools.terminal import MAX_TIMEOUT_SECONDS
 
 logger = logging.getLogger(__name__)
@@ -51,6 +52,18 @@ def run_slice(self, conversation_id: str, slice_id: str) -> None:
                        slice_id, conversation_id)  # fmt: skip
         return
     raise self.retry(countdown=wait)
+
+
+@shared_task(
+    name=PROFILE_CHECK_TASK, ignore_result=True, acks_late=False,
+    soft_time_limit=CALL_TIMEOUT_SECONDS + 15, time_limit=CALL_TIMEOUT_SECONDS + 30,
+)  # fmt: skip
+def profile_check(*, team_id: int, name: str, check_id: str) -> None:
+    """One tiny completion through a team's model profile, for its page's "Test connection".
+    Not acknowledged late: a check lost with its worker is reported as unanswered, not re-run."""
+    from .profile_checks import profile_check_run
+
+    profile_check_run(team_id=team_id, name=name, check_id=check_id)
 
 
 @shared_task(name="orchestration.sweep_runs", ignore_result=True)
