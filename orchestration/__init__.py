@@ -2,7 +2,8 @@
 
 - `services`, `run_control`: the doors the web edges (canvas) use: create a conversation,
   post a message, run / pause / interrupt / resume. The only modules canvas imports besides
-  `control.approvals` (decisions) and a few read helpers.
+  `control.approvals` (decisions), `profile_checks` (a model profile's connection test, made
+  on a worker) and a few read helpers.
 - `tasks`: the Celery edges (a slice, the sweeper, a webhook delivery); thin.
 - `chain/`: the run chain, agent-agnostic: lease claim and release, the per-process lease
   keeper (heartbeat), slices and their hand-over, dispatch to queues, admission (concurrent

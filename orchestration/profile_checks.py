@@ -4,7 +4,7 @@ The web process never imports LiteLLM (tests/test_web_imports.py) and never hold
 API key, so the page only starts a check (`profile_check_start`, which sends a task) and polls
 its answer (`profile_check_get`). The worker (`profile_check_run`) reads the key from the team
 secret as a run would, makes one call without retries, and leaves a verdict in the cache that
-web and workers share (Redis; the embedded server's worker runs in its own process). The
+web and workers share (Redis; the embedded mode's worker runs inside the server process). The
 verdict is redacted with the team's secrets, so a provider echoing the key cannot put it on a
 page, and nothing here logs a request.
 """

@@ -52,29 +52,50 @@ def _wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float 
     raise RuntimeError(f"server did not listen on {port}:\n{log.read_text()}")
 
 
+_VAR_DIRS: dict[str, Path] = {}
+"""Each running embedded server's CANVAS_VAR_DIR (its SQLite file), by its URL."""
+
+
+def _embedded_env(var: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    return env | {"CANVAS_VAR_DIR": str(var), "DJANGO_SETTINGS_MODULE": "canvas.settings", **extra}
+
+
+def manage(server: str, *command: str, **env: str) -> str:
+    """Run a manage.py command on the embedded server's own database (e.g. a second login:
+    `manage(server, "ensure_demo_user", CANVAS_DEMO_USER="mia", ...)`); returns its output."""
+    result = subprocess.run(
+        [sys.executable, "manage.py", *command], cwd=REPO, check=True, capture_output=True,
+        text=True, env=_embedded_env(_VAR_DIRS[server], **env),
+    )  # fmt: skip
+    return result.stdout
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[str]:
     var = tmp_path_factory.mktemp("embedded")
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
-    env |= {"CANVAS_VAR_DIR": str(var), "DJANGO_SETTINGS_MODULE": "canvas.settings"}
-    manage = [sys.executable, "manage.py"]
+    env = _embedded_env(var)
+    django_admin = [sys.executable, "manage.py"]
     for command in (["migrate", "--noinput"], ["ensure_demo_user"]):
-        subprocess.run(manage + command, cwd=REPO, env=env, check=True, capture_output=True)
+        subprocess.run(django_admin + command, cwd=REPO, env=env, check=True, capture_output=True)
     port = _free_port()
     log = var / "server.log"
+    url = f"http://127.0.0.1:{port}"
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [*manage, "serve", "--host", "127.0.0.1", "--port", str(port)],
+            [*django_admin, "serve", "--host", "127.0.0.1", "--port", str(port)],
             cwd=REPO,
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        _VAR_DIRS[url] = var
         try:
             _wait_for_port(port, proc, log)
-            yield f"http://127.0.0.1:{port}"
+            yield url
         finally:
+            _VAR_DIRS.pop(url, None)
             stop_server(proc)
 
 
