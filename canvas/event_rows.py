@@ -9,8 +9,9 @@ escape everything.
 
 from __future__ import annotations
 
-import difflib
+import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from conversations.events import (
     KNOWN_TYPES,
     ActionEvent,
     AnyEvent,
+    ObservationEvent,
     RunFinishedEvent,
     Status,
     StatusChangeEvent,
@@ -27,6 +29,9 @@ from conversations.events import (
     event_from_payload,
 )
 from orchestration.control.risk import rule_explanation
+
+from .file_edits import FILE_EDITOR, DiffLine, FileEdit, file_edit, text_of
+from .tool_output import ToolOutput, clip_output
 
 if TYPE_CHECKING:
     from orchestration.control.approvals import PendingAction
@@ -59,6 +64,20 @@ class EventRow:
     """Human words for the status a status.changed or run.finished event names."""
     rules: list[RuleNote] = field(default_factory=list)
     """The analyzer rules a tool call tripped, with their explanations."""
+    call_key: str = ""
+    """A tool call's or result's tool_call_id as a DOM-safe key (canvas.stream.call_key)."""
+    edit: FileEdit | None = None
+    """A file_editor call's change, shown as a diff."""
+    output: ToolOutput | None = None
+    """A tool result's output, long ones clipped to head and tail."""
+    result: EventRow | None = None
+    """A tool call's result, once it is in the log (set by canvas.stream.stream_rows)."""
+    in_card: bool = False
+    """A result shown inside its call's card: its own row is only a marker."""
+    call_seq: int | None = None
+    """A result's call's seq, when the call is on the page."""
+    note: str = ""
+    """Words the stream adds: what was in flight when a run paused, why a result is late."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +92,12 @@ def rule_notes(rule_ids: list[str]) -> list[RuleNote]:
 
 
 def status_label(status: str) -> str:
-    """The same words the Conversation model's choices use."""
+    """A status in sentence case: "Waiting for confirmation"."""
     try:
-        return Status(status).name.replace("_", " ").title()
+        words = Status(status).name.replace("_", " ")
     except ValueError:
-        return str(status).replace("_", " ").title()
+        words = str(status).replace("_", " ")
+    return words.capitalize()
 
 
 def _pretty(value: Any) -> str:
@@ -95,7 +115,23 @@ def _arguments(action: ActionEvent) -> tuple[dict[str, Any] | None, list[Argumen
     return parsed, arguments
 
 
+def call_key(tool_call_id: str) -> str:
+    """A tool_call_id as a DOM id part: provider ids are usually [A-Za-z0-9_-], but a model's
+    id is not trusted, so anything else is hashed."""
+    if re.fullmatch(r"[A-Za-z0-9_-]{1,80}", tool_call_id):
+        return f"c-{tool_call_id}"
+    return "h-" + hashlib.sha256(tool_call_id.encode()).hexdigest()[:24]
+
+
 def event_row(seq: int, event: AnyEvent) -> EventRow:
+    if isinstance(event, ObservationEvent):
+        return EventRow(
+            seq=seq,
+            event=event,
+            kind="tool-result",
+            call_key=call_key(event.tool_call_id),
+            output=clip_output(event.content),
+        )
     if isinstance(event, UnknownEvent):
         return EventRow(seq=seq, event=event, kind="unknown", details=_pretty(event.payload))
     kind = _PARTIAL_KINDS.get(event.type, "unknown")
@@ -109,6 +145,10 @@ def event_row(seq: int, event: AnyEvent) -> EventRow:
         ):
             command = parsed["command"]
             arguments = [a for a in arguments if a.name != "command"]
+        edit = None
+        if parsed is not None and event.tool == FILE_EDITOR:
+            edit = file_edit(parsed)
+            arguments = [a for a in arguments if a.name not in edit.shown]
         if event.security_risk is not None:  # shown by the risk badge instead
             arguments = [a for a in arguments if a.name != "security_risk"]
         return EventRow(
@@ -119,6 +159,8 @@ def event_row(seq: int, event: AnyEvent) -> EventRow:
             arguments=arguments,
             raw_arguments=event.arguments if parsed is None else None,
             rules=rule_notes(event.risk_rules),
+            call_key=call_key(event.tool_call_id),
+            edit=edit,
         )
     if isinstance(event, StatusChangeEvent | RunFinishedEvent):
         return EventRow(seq=seq, event=event, kind=kind, status_label=status_label(event.status))
@@ -148,13 +190,6 @@ def last_status(rows: list[EventRow], default: str) -> str:
 
 
 # ---- Approval cards -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class DiffLine:
-    sign: str
-    """"+" added, "-" removed, " " unchanged."""
-    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,39 +233,6 @@ class ApprovalCard:
         return ", ".join(f"{a.name}={a.value}" for a in self.arguments)[:200]
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else _pretty(value)
-
-
-def line_diff(old: str, new: str) -> list[DiffLine]:
-    """A line diff of a replacement: unchanged lines kept for context, in file order."""
-    lines = []
-    for line in difflib.ndiff(old.splitlines(), new.splitlines()):
-        if line[:1] in {"+", "-", " "}:
-            lines.append(DiffLine(line[0], line[2:]))
-    return lines
-
-
-def _file_editor_view(args: Mapping[str, Any]) -> dict[str, Any]:
-    operation = _text(args.get("command") or "")
-    view: dict[str, Any] = {"operation": operation, "path": _text(args.get("path") or "")}
-    shown = {"command", "path"}
-    if operation == "str_replace":
-        old, new = args.get("old_str"), args.get("new_str")
-        view["diff"] = line_diff(_text(old or ""), _text(new or ""))
-        shown |= {"old_str", "new_str"}
-    elif operation == "insert" and isinstance(args.get("new_str"), str):
-        view["diff"] = [DiffLine("+", line) for line in args["new_str"].splitlines()]
-        if isinstance(args.get("insert_line"), int):
-            view["insert_line"] = args["insert_line"]
-        shown |= {"new_str", "insert_line"}
-    elif operation == "create" and isinstance(args.get("file_text"), str):
-        view["file_text"] = args["file_text"]
-        shown.add("file_text")
-    view["shown"] = shown
-    return view
-
-
 def approval_card(pending: PendingAction) -> ApprovalCard:
     """The card for one pending action: tool-specific views of its arguments, the rest as a
     list. Arguments that are not a JSON object are shown verbatim."""
@@ -252,14 +254,20 @@ def approval_card(pending: PendingAction) -> ApprovalCard:
     if pending.tool == "terminal" and isinstance(args.get("command"), str):
         common["command"] = args["command"]
         shown.add("command")
-    elif pending.tool == "file_editor":
-        view = _file_editor_view(args)
-        shown |= view.pop("shown")
-        common |= view
+    elif pending.tool == FILE_EDITOR:
+        edit = file_edit(args)
+        shown |= edit.shown
+        common |= {
+            "operation": edit.operation,
+            "path": edit.path,
+            "diff": edit.diff,
+            "insert_line": edit.insert_line,
+            "file_text": edit.file_text,
+        }
     rest = [
         Argument(name, text, block="\n" in text or len(text) > 80)
         for name, value in args.items()
         if name not in shown
-        for text in [_text(value)]
+        for text in [text_of(value)]
     ]
     return ApprovalCard(**common, arguments=rest)

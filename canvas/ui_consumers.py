@@ -19,19 +19,23 @@ conversation is left waiting for a decision.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from channels.db import database_sync_to_async
 from django.template.loader import render_to_string
 
 from common.errors import Forbidden, NotFound
+from conversations import store
 from conversations.events import Status, StatusChangeEvent, event_tag
 from conversations.models import Conversation
+from conversations.selectors import run_start_seq
 from orchestration.control.approvals import pending_actions
 
 from .access import Action, aconversation_for
 from .consumers import EventRelayConsumer
-from .event_rows import ApprovalCard, approval_card, event_row_from_record
+from .event_rows import ApprovalCard, EventRow, approval_card, event_row, event_row_from_record
+from .stream import calls_in_flight, live_row, stop_note
 from .ws_close import CloseCode
 
 FRAGMENTS = "canvas/conversation_detail.html"
@@ -42,6 +46,14 @@ STATS_FIELDS = ("steps", "tokens_in", "tokens_out", "cost_usd", "created_at")
 
 def _wants_header_refresh(record: dict[str, Any]) -> bool:
     return record.get("type") == STATUS_CHANGED or bool(record.get("usage"))
+
+
+@database_sync_to_async
+def _calls_in_flight(conversation_id: str, seq: int) -> list[EventRow]:
+    """The calls of the run that were still running just before `seq`: read once per pause."""
+    after = run_start_seq(conversation_id, before_seq=seq)
+    events = store.load(conversation_id, after_seq=after, limit=max(seq - after - 1, 0))
+    return calls_in_flight([event_row(e.seq, e.event) for e in events])
 
 
 @database_sync_to_async
@@ -57,6 +69,8 @@ class ConversationPageConsumer(EventRelayConsumer):
     """The records sent since the last header frame changed the stats or the status."""
     status_sent: str | None = None
     """The last status those records set, if any: the approval cards follow it."""
+    late_calls: set[str] = frozenset()  # type: ignore[assignment]
+    """Keys of calls a pause sent on this socket found running: their results say so."""
 
     async def connect(self) -> None:
         if not await self.authorize():
@@ -84,8 +98,9 @@ class ConversationPageConsumer(EventRelayConsumer):
     async def send_records(self, records: list[dict[str, Any]]) -> None:
         context = self._context()
         for record in records:
-            row = event_row_from_record(record)
+            row = live_row(event_row_from_record(record), self.late_calls)
             if row.kind == "status-changed":
+                row = await self._with_stop_note(row)
                 status = row.event.status.value  # type: ignore[union-attr]
                 context |= {"status": status, "status_label": row.status_label}
                 self.status_sent = status
@@ -93,6 +108,19 @@ class ConversationPageConsumer(EventRelayConsumer):
                 text_data=render_to_string(f"{FRAGMENTS}#event-frame", {**context, "row": row})
             )
         self.header_due = self.header_due or any(_wants_header_refresh(r) for r in records)
+
+    async def _with_stop_note(self, row: EventRow) -> EventRow:
+        """A pause or interrupt says what it left running (one log read, only for pauses)."""
+        event = row.event
+        if not isinstance(event, StatusChangeEvent) or event.status != Status.PAUSED:
+            return row
+        if not event.reason:  # not a person's pause (nothing to say it with)
+            return row
+        in_flight = await _calls_in_flight(self.conversation_id, row.seq)
+        note = stop_note(event, in_flight)
+        if note:
+            self.late_calls = {*self.late_calls, *(r.call_key for r in in_flight)}
+        return replace(row, note=note)
 
     async def relayed(self) -> None:
         if not self.header_due or self.closing:

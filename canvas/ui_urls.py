@@ -12,6 +12,7 @@ from . import (
     profile_views,
     run_control_views,
     secret_views,
+    stream_views,
     team_views,
     token_views,
     views,
@@ -24,6 +25,7 @@ register_converter(PathSegment, "segment")
 conversation_urls = [
     path("", views.conversation_detail, name="conversation-detail"),
     path("messages", views.conversation_message, name="conversation-message"),
+    path("events/<int:seq>/output", stream_views.event_output, name="conversation-event-output"),
     path("pause", run_control_views.conversation_pause, name="conversation-pause"),
     path("interrupt", run_control_views.conversation_interrupt, name="conversation-interrupt"),
     path("resume", run_control_views.conversation_resume, name="conversation-resume"),

@@ -31,6 +31,7 @@ from teams.permissions import role_allows, team_role
 from .access import Action, conversation_for, conversations_visible_to, http_errors
 from .event_rows import ApprovalCard, approval_card, event_row, last_status, status_label
 from .forms import KNOWN_MODELS, ConversationCreateForm, MessageForm
+from .stream import stream_rows
 from .sidebar import sidebar_context
 from .team_context import team_context
 
@@ -117,7 +118,7 @@ def conversation_new(request: HttpRequest) -> HttpResponse:
 @require_GET
 def conversation_detail(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
     conversation = _conversation_or_404(request, conversation_id, Action.VIEW)
-    rows = [event_row(e.seq, e.event) for e in store.load(conversation.pk)]
+    rows = stream_rows([event_row(e.seq, e.event) for e in store.load(conversation.pk)])
     conversation.refresh_from_db()  # stats at least as new as the events shown
     status = last_status(rows, conversation.status)
     context = _header_context(conversation, status=status, can_act=_can_act(request, conversation))

@@ -187,6 +187,8 @@ class ObservationEvent(BaseEvent):
     rejected: bool = False
     rejection_source: Literal["user", "hook", "policy"] | None = None
     """Who refused the action, when it never ran."""
+    rejected_by: str | None = None
+    """The person who rejected it (source "user"), by username."""
 
 
 class Decision(StrEnum):

@@ -84,3 +84,17 @@ def action_exists(conversation_id, action_id: str) -> bool:
     return ConversationEvent.objects.filter(
         conversation_id=conversation_id, type=TOOL_CALL, payload__id=action_id
     ).exists()
+
+
+def run_start_seq(conversation_id, *, before_seq: int) -> int:
+    """Seq of the latest run.started before `before_seq` (0 when there is none): where the run
+    that an event at `before_seq` belongs to began."""
+    seq = (
+        ConversationEvent.objects.filter(
+            conversation_id=conversation_id, type=RUN_STARTED, seq__lt=before_seq
+        )
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+    )
+    return seq or 0

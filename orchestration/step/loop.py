@@ -152,6 +152,7 @@ def rejected_observation(
         is_error=True,
         rejected=True,
         rejection_source=source,  # type: ignore[arg-type]
+        rejected_by=by if source == "user" else None,
     )
 
 

@@ -110,7 +110,7 @@ def test_reject_with_a_reason_then_approve_until_finished(page):
     # The rejection is recorded, the agent reads the reason and goes on to the safer command.
     rejected = page.locator(".event-tool-result.is-rejected")
     rejected.wait_for()
-    assert "rejected by user" in rejected.locator(".badge").inner_text()
+    assert "rejected by demo" in rejected.locator(".badge").inner_text()
     assert "never pipe curl into sh" in rejected.locator(".output").inner_text()
     page.wait_for_selector(".event-action-decision >> text=never pipe curl into sh")
     safer = page.locator(".event-tool-call", has_text="mkdir -p build")
@@ -135,7 +135,9 @@ def test_reject_with_a_reason_then_approve_until_finished(page):
     sudo_card.locator("button.approve").click()
     wait_for_status(page, "finished")
     assert page.locator(".event-tool-call", has_text="sudo true").count() == 1
-    assert page.locator(".event-tool-result .tool-name", has_text="terminal").count() == 3
+    # Each of the three terminal calls holds its result in its card.
+    terminal_calls = page.locator("#events > .event-tool-call", has_text="terminal")
+    assert terminal_calls.locator(".call-log .tool-result").count() == 3
     decisions = page.locator(".event-action-decision").all_inner_texts()
     assert len(decisions) == 2 and "Approved" in decisions[1] and "demo" in decisions[1]
     assert page.locator(".approval-card:not(.is-decided)").count() == 0

@@ -130,10 +130,10 @@ def test_reject_with_a_reason_reaches_the_agent(alice, waiting):
     assert (decision.decision, decision.reason) == ("rejected", "never pipe curl into sh")
     rejection = next(e for e in events if isinstance(e, ObservationEvent) and e.rejected)
     assert "never pipe curl into sh" in rejection.content
-    # The log shows the decision row and a distinct "rejected by user" result.
+    # The log shows the decision row and a distinct "rejected by alice" result.
     page = alice.get(url("conversation-detail", waiting)).content.decode()
     assert "event-action-decision" in page
-    assert "is-rejected" in page and "rejected by user" in page
+    assert "is-rejected" in page and "rejected by alice" in page
     assert f'id="approval-{action_id}"' not in page  # nothing is pending any more
 
 
@@ -146,7 +146,7 @@ def test_a_second_decision_shows_409_inline_on_the_card(alice, waiting, user):
         html = response.content.decode()
         assert response.status_code == 409
         assert html.strip().startswith(f'<article id="approval-{action_id}"')
-        assert '<span class="status-code">409</span>' in html
+        assert "status-code" not in html  # words, not HTTP codes
         assert "already decided" in html
     assert Conversation.objects.get(pk=waiting.pk).last_seq == before
 
@@ -154,7 +154,7 @@ def test_a_second_decision_shows_409_inline_on_the_card(alice, waiting, user):
 def test_an_unknown_action_is_404_inline(alice, waiting):
     response = htmx_post(alice, url("action-approve", waiting, "nope"))
     assert response.status_code == 404
-    assert '<span class="status-code">404</span>' in response.content.decode()
+    assert "status-code" not in response.content.decode()
 
 
 def test_a_refusal_keeps_the_card_when_it_is_still_pending(alice, waiting):
@@ -193,7 +193,7 @@ def test_approve_all_decides_every_pending_action(alice, user, dispatched):
 
     response = htmx_post(alice, url("actions-approve-all", conversation))
     assert response.status_code == 409
-    assert '<span class="status-code">409</span>' in response.content.decode()
+    assert "status-code" not in response.content.decode()
 
 
 def control_urls(conversation, action_id: str) -> tuple[str, ...]:

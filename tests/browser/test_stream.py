@@ -1,0 +1,121 @@
+"""The stream in a real browser: a tool call and its result are one card, long outputs are
+clipped with "show all", Markdown is rendered and a model's HTML stays inert, ANSI colours
+are classes, and file edits show a diff.
+
+Uses the embedded server and Chromium fixtures of test_live_run.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.browser import test_live_run as live
+from tests.browser.test_live_run import assert_complete_log, start_conversation, wait_for_status
+
+pytestmark = pytest.mark.browser
+
+server = live.server
+browser = live.browser
+page = live.page
+
+GO = "go-on"
+"""The third call waits for this file in its workspace: the test sees the call pending first."""
+XSS = (
+    "Done: **all steps** ran, see `app.txt`.\n\n"
+    "<script>window.__xss = 'script'</script>\n\n"
+    '<img src="x" onerror="window.__xss = \'img\'">\n\n'
+    "[click](javascript:window.__xss='link')"
+)
+SCRIPT = json.dumps(
+    {
+        "script": [
+            {"tool": "file_editor",
+             "args": {"command": "create", "path": "app.txt", "file_text": "alpha\nbeta\n"}},
+            {"tool": "file_editor",
+             "args": {"command": "str_replace", "path": "app.txt", "old_str": "beta",
+                      "new_str": "gamma"}},
+            {"tool": "terminal",
+             "args": {"command": f"until [ -e {GO} ]; do sleep 0.1; done; "
+                                 "printf '\\033[1;31mred\\033[0m plain\\n'"}},
+            {"tool": "terminal", "args": {"command": "seq 1 5000"}},
+            {"say": XSS},
+        ]
+    }
+)  # fmt: skip
+
+
+def _check_cards(page) -> None:
+    # Every call is one card with its result inside; no result stands alone.
+    calls = page.locator("#events > .event-tool-call")
+    assert calls.count() == 4
+    for i in range(4):
+        assert calls.nth(i).locator(".call-log .tool-result").count() == 1
+    assert page.locator("#events > .event-tool-result").count() == 0
+    assert page.locator("#events .pending:visible").count() == 0
+
+    # The edit shows as a diff; the old and new strings are not listed again as arguments.
+    edit = calls.nth(1)
+    assert edit.locator(".diff .diff-del").inner_text().strip() == "-beta"
+    assert edit.locator(".diff .diff-add").inner_text().strip() == "+gamma"
+    assert edit.locator(".arguments").count() == 0
+
+    # ANSI colours are classes (the CSP allows no inline style), the escape codes are gone.
+    coloured = calls.nth(2).locator(".output .ansi-fg-1.ansi-bold")
+    assert coloured.inner_text() == "red"
+    assert "\x1b" not in calls.nth(2).locator(".output").inner_text()
+    colour = coloured.evaluate("el => getComputedStyle(el).color")
+    assert colour not in ("rgb(36, 41, 47)", "rgb(0, 0, 0)"), colour
+
+    # Markdown is rendered; the model's HTML is text and never runs.
+    message = page.locator(".event-message-agent .markdown")
+    assert message.locator("strong").inner_text() == "all steps"
+    assert message.locator("code").inner_text() == "app.txt"
+    assert page.locator("#events img, #events script").count() == 0
+    assert "<script>" in message.inner_text()
+    assert message.locator("a[href^=javascript]").count() == 0
+    assert page.evaluate("window.__xss") is None
+
+
+def _release(tmp_path_factory, workspace: str) -> None:
+    """Touch GO in the conversation's workspace (under the embedded server's var directory)."""
+    base = tmp_path_factory.getbasetemp()
+    (found,) = [p for p in base.glob(f"embedded[0-9]*/workspaces/*/{workspace}") if p.is_dir()]
+    (found / GO).touch()
+
+
+def test_calls_and_results_are_one_card_with_clipped_output(page, tmp_path_factory):
+    start_conversation(page, SCRIPT, "scripted")
+    # While the third call runs its card says so; the result then lands inside the same card.
+    running = page.locator(".event-tool-call", has_text=GO)
+    running.locator(".pending", has_text="Running").wait_for(timeout=60_000)
+    _release(tmp_path_factory, page.locator(".workspace code").inner_text())
+    running.locator(".call-log .tool-result").wait_for(timeout=30_000)
+    assert running.locator(".pending:visible").count() == 0
+    assert running.locator(".tool-result .exit-ok").inner_text() == "exit 0"
+    wait_for_status(page, "finished")
+    assert_complete_log(page)
+    _check_cards(page)
+
+    # 5,000 lines: head and tail only, a small card, and the whole text on demand.
+    long = page.locator("#events > .event-tool-call").nth(3)
+    output = long.locator(".output")
+    shown = output.inner_text().splitlines()  # the terminal adds an "[exit code: 0]" line
+    assert shown[:2] == ["1", "2"] and "5000" in shown[-3:] and len(shown) < 60
+    assert "4951 lines not shown" in output.inner_text()
+    assert long.bounding_box()["height"] < 1200
+    assert len(page.content()) < 120_000
+    long.locator("button.show-all", has_text="Show all 5001 lines").click()
+    long.locator(".output-box.is-full").wait_for()
+    full = long.locator(".output").inner_text().splitlines()
+    assert full[:2] == ["1", "2"] and full[-2:] == ["5000", "[exit code: 0]"]
+    assert full[:5000] == [str(i) for i in range(1, 5001)]
+    # The full output scrolls inside its box; the page does not grow by 5,000 lines.
+    assert long.bounding_box()["height"] < 1500
+
+    # The page rendered by the server shows the same cards.
+    page.reload()
+    wait_for_status(page, "finished")
+    assert_complete_log(page)
+    _check_cards(page)
