@@ -9,10 +9,12 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from common.errors import ServiceError
-from orchestration import archive
+from orchestration import archive, erase
 
 from .access import Action
 from .sidebar import SIDEBAR_TEMPLATE, sidebar_context
@@ -27,7 +29,11 @@ def conversation_sidebar(request: HttpRequest) -> HttpResponse:
     return render(request, SIDEBAR_TEMPLATE + "#sidebar-rows", context)
 
 
-def _archiving(request: HttpRequest, conversation_id: uuid.UUID, service) -> HttpResponse:
+def _archiving(
+    request: HttpRequest, conversation_id: uuid.UUID, service, *, gone: bool = False
+) -> HttpResponse:
+    """Run an archive, restore or delete service; `gone`: the conversation no longer exists
+    after it (a page showing it moves to the list)."""
     conversation = _conversation_or_404(request, conversation_id, Action.ACT)
     try:
         service(conversation_id=conversation.pk, by=request.user)
@@ -36,10 +42,15 @@ def _archiving(request: HttpRequest, conversation_id: uuid.UUID, service) -> Htt
             return HttpResponse(exc.detail, status=exc.status, content_type="text/plain")
         messages.warning(request, exc.detail)
         return redirect("conversation-detail", conversation_id=conversation.pk)
-    if request.htmx:  # the sidebar re-reads its rows; the page stays where it is
-        response = HttpResponse(status=204)
+    on_its_page = (
+        str(conversation.pk) in (request.htmx.current_url or "") if request.htmx else False
+    )
+    if request.htmx and not (gone and on_its_page):
+        response = HttpResponse(status=204)  # the sidebar re-reads its rows; the page stays
         response["HX-Trigger"] = "sidebar-changed"
         return response
+    if request.htmx:
+        return HttpResponseClientRedirect(reverse("conversation-list"))
     return redirect("conversation-list")
 
 
@@ -53,3 +64,9 @@ def conversation_archive(request: HttpRequest, conversation_id: uuid.UUID) -> Ht
 @require_POST
 def conversation_restore(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
     return _archiving(request, conversation_id, archive.conversation_restore)
+
+
+@login_required
+@require_POST
+def conversation_delete(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    return _archiving(request, conversation_id, erase.conversation_delete, gone=True)

@@ -12,6 +12,7 @@ from . import (
     profile_views,
     run_control_views,
     secret_views,
+    sidebar_views,
     stream_views,
     team_views,
     token_views,
@@ -34,6 +35,9 @@ conversation_urls = [
     ),
     path("actions/<segment:action_id>/reject", approval_views.action_reject, name="action-reject"),
     path("actions/approve-all", approval_views.actions_approve_all, name="actions-approve-all"),
+    path("archive", sidebar_views.conversation_archive, name="conversation-archive"),
+    path("restore", sidebar_views.conversation_restore, name="conversation-restore"),
+    path("delete", sidebar_views.conversation_delete, name="conversation-delete"),
 ]
 
 # One team's page, members and audit log (canvas.team_views); its hooks, sandbox and
@@ -93,6 +97,8 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", views.conversation_list, name="conversation-list"),
     path("conversations/new", views.conversation_new, name="conversation-new"),
+    # The sidebar's rows for its search and filters (canvas.sidebar_views).
+    path("conversations/sidebar", sidebar_views.conversation_sidebar, name="conversation-sidebar"),
     path("conversations/<uuid:conversation_id>/", include(conversation_urls)),
     path("teams/", team_views.team_index, name="team-index"),
     path("teams/new", team_views.team_create, name="team-create"),

@@ -111,3 +111,15 @@ class ConversationEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.conversation_id}#{self.seq} {self.type}"
+
+
+class Erasure(models.Model):
+    """A conversation being deleted. The event log refuses every UPDATE and DELETE in the
+    database itself, except the DELETE of a conversation's events while its Erasure row exists:
+    the deleting transaction inserts it first and removes it last, so outside that transaction
+    nothing can ever delete an event (migration 0009)."""
+
+    conversation_id = models.UUIDField(primary_key=True)
+
+    def __str__(self) -> str:
+        return f"erasing {self.conversation_id}"

@@ -16,7 +16,7 @@ from conversations.events import Decision
 from conversations.events import Status as RunStatus
 from conversations.models import Conversation
 from conversations.search import ConversationFilter, conversations_matching
-from orchestration import archive, run_control, services
+from orchestration import archive, erase, run_control, services
 from orchestration.control import approvals
 from teams.vocabulary import ConfirmationModeName, RiskName
 
@@ -167,6 +167,15 @@ def conversation_archive(request: HttpRequest, conversation_id: Key):
     archive.conversation_archive(conversation_id=conversation.pk, by=request.user)
     conversation.refresh_from_db()
     return _out(conversation)
+
+
+@router.delete("/{conversation_id}", response={204: None, **ERRORS})
+def conversation_delete(request: HttpRequest, conversation_id: Key):
+    """For good: the row, the whole event log and its own workspace folder. Only its owner
+    or a team admin; refused while it runs or waits for approval."""
+    conversation = conversation_for(request.user, conversation_id, Action.ACT)
+    erase.conversation_delete(conversation_id=conversation.pk, by=request.user)
+    return Status(204, None)
 
 
 @router.post("/{conversation_id}/restore", response={200: ConversationOut, **ERRORS})

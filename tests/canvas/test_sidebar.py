@@ -115,3 +115,51 @@ def test_the_api_lists_with_the_same_filters_and_archives(client, user, dispatch
     assert client.post(f"/api/conversations/{kept.pk}/restore").json()["archived_at"] is None
     bad = client.get("/api/conversations", {"status": "sleeping"})
     assert bad.status_code == 400 and "status" in bad.content.decode()
+
+
+def test_delete_removes_the_row_the_log_and_its_own_folders(
+    client, user, dispatched, django_capture_on_commit_callbacks
+):
+    from pathlib import Path
+
+    from conversations.models import ConversationEvent
+
+    conversation = make(user, "to be deleted")
+    workspace = Path(conversation.workspace_path)
+    (workspace / "notes.txt").write_text("draft")
+    client.force_login(user)
+    with django_capture_on_commit_callbacks(execute=True):  # the folders go after the commit
+        answer = client.delete(f"/api/conversations/{conversation.pk}")
+    assert answer.status_code == 204
+    assert not Conversation.objects.filter(pk=conversation.pk).exists()
+    assert not ConversationEvent.objects.filter(conversation_id=conversation.pk).exists()
+    assert not workspace.exists()
+    kinds = [r.kind for r in audit_records(team_default_for(user))]
+    assert "conversation.deleted" in kinds
+
+
+def test_the_log_still_refuses_any_other_delete(user, dispatched):
+    from django.db import IntegrityError, transaction
+
+    from conversations.models import ConversationEvent
+
+    conversation = make(user, "kept")
+    with pytest.raises(IntegrityError, match="append-only"), transaction.atomic():
+        ConversationEvent.objects.filter(conversation_id=conversation.pk).delete()
+    with pytest.raises(IntegrityError, match="append-only"), transaction.atomic():
+        Conversation.objects.filter(pk=conversation.pk).delete()
+    assert ConversationEvent.objects.filter(conversation_id=conversation.pk).exists()
+
+
+def test_only_the_owner_or_an_admin_deletes_and_never_while_running(
+    client, user, django_user_model, dispatched
+):
+    conversation = make(user, "alice's")
+    member = django_user_model.objects.create_user("mia", password="mia-password-1")
+    member_add(by=user, team=team_default_for(user), username="mia", role=Role.MEMBER)
+    client.force_login(member)
+    assert client.delete(f"/api/conversations/{conversation.pk}").status_code == 403
+    running = make(user, "busy", status="running")
+    client.force_login(user)
+    assert client.delete(f"/api/conversations/{running.pk}").status_code == 409
+    assert Conversation.objects.filter(pk__in=[conversation.pk, running.pk]).count() == 2

@@ -1,0 +1,68 @@
+"""Deleting a conversation for good: its row, its whole event log and its files.
+
+The event log refuses every DELETE in the database itself; an Erasure row, inserted and
+removed by this transaction, is the one exception (conversations migration 0009). Only the
+conversation's owner or a team admin may delete, and never while it runs or waits: pause or
+finish it first. The workspace folder goes too, unless it lies outside the team's area (an
+operator's path) or another conversation still works in it; the worker state folder goes always.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from common.errors import Conflict, Forbidden
+from conversations.models import Conversation, Erasure
+from teams.audit import audit_record
+from teams.permissions import Action, role_allows, team_role
+from workspaces.paths import team_area
+
+from .archive import ACTIVE
+
+logger = logging.getLogger(__name__)
+
+
+def conversation_delete(*, conversation_id, by) -> None:
+    with transaction.atomic():
+        conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
+        owner = by is not None and conversation.owner_id == getattr(by, "pk", None)
+        if not owner and not role_allows(team_role(by, conversation.team_id), Action.ADMINISTER):
+            raise Forbidden("only its owner or a team admin may delete a conversation.")
+        if conversation.status in ACTIVE:
+            raise Conflict("this conversation is still running: pause or finish it first.")
+        Erasure.objects.create(conversation_id=conversation.pk)
+        conversation.delete()  # its events go with it (cascade), as the Erasure allows
+        Erasure.objects.filter(conversation_id=conversation.pk).delete()
+        audit_record(
+            actor=by, kind="conversation.deleted", team=conversation.team_id,
+            target=str(conversation_id), data={"title": conversation.title},
+        )  # fmt: skip
+        folders = _own_folders(conversation)
+        transaction.on_commit(lambda: _remove(folders))
+
+
+def _own_folders(conversation: Conversation) -> list[Path]:
+    folders = [Path(settings.CANVAS_STATE_ROOT) / str(conversation.pk)]
+    workspace = Path(conversation.workspace_path) if conversation.workspace_path else None
+    if workspace is None:
+        return folders
+    area = team_area(Path(settings.CANVAS_WORKSPACES_ROOT), conversation.team_id)
+    shared = Conversation.objects.filter(workspace_path=conversation.workspace_path).exists()
+    if workspace.resolve().is_relative_to(area.resolve()) and not shared:
+        folders.append(workspace)
+    return folders
+
+
+def _remove(folders: list[Path]) -> None:
+    for folder in folders:
+        try:
+            shutil.rmtree(folder)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            logger.warning("could not remove %s of a deleted conversation", folder, exc_info=True)
