@@ -8,6 +8,7 @@ from common.inputs import PathSegment
 from . import (
     approval_views,
     hook_views,
+    panel_views,
     policy_views,
     profile_views,
     run_control_views,
@@ -30,6 +31,9 @@ conversation_urls = [
     path("pause", run_control_views.conversation_pause, name="conversation-pause"),
     path("interrupt", run_control_views.conversation_interrupt, name="conversation-interrupt"),
     path("resume", run_control_views.conversation_resume, name="conversation-resume"),
+    # The side panel's tabs (canvas.panels, canvas.panel_views).
+    path("panels/changes/diff", panel_views.conversation_diff, name="conversation-panel-diff"),
+    path("panels/<slug:name>", panel_views.conversation_panel, name="conversation-panel"),
     path(
         "actions/<segment:action_id>/approve", approval_views.action_approve, name="action-approve"
     ),

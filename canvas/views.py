@@ -31,8 +31,9 @@ from teams.permissions import role_allows, team_role
 from .access import Action, conversation_for, conversations_visible_to, http_errors
 from .event_rows import ApprovalCard, approval_card, event_row, last_status, status_label
 from .forms import KNOWN_MODELS, ConversationCreateForm, MessageForm
-from .stream import stream_rows
+from .panels import panel_list
 from .sidebar import sidebar_context
+from .stream import stream_rows
 from .team_context import team_context
 
 LIST_TEMPLATE = "canvas/conversation_list.html"
@@ -124,6 +125,7 @@ def conversation_detail(request: HttpRequest, conversation_id: uuid.UUID) -> Htt
     context = _header_context(conversation, status=status, can_act=_can_act(request, conversation))
     context |= {"rows": rows, "message_form": MessageForm(), "cards": _pending_cards(conversation)}
     context["awaited_host"] = host_awaited(status=status, worker_host=conversation.worker_host)
+    context["panels"] = panel_list()
     return render(request, DETAIL_TEMPLATE, context)
 
 

@@ -1,0 +1,27 @@
+"""Syntax highlighting for the Files tab: Pygments on the server, CSS classes only (the page's
+Content-Security-Policy allows no inline styles; the colours are in static/canvas/pygments.css,
+made by `HtmlFormatter().get_style_defs(".highlight")`)."""
+
+from __future__ import annotations
+
+from django.utils.safestring import SafeString, mark_safe
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import TextLexer, get_lexer_for_filename
+from pygments.util import ClassNotFound
+
+_FORMATTER = HtmlFormatter(cssclass="highlight", nowrap=False)
+MAX_HIGHLIGHT_CHARS = 200_000
+"""Longer files are shown as plain text: colouring them would hold the request for seconds."""
+
+
+def highlighted(path: str, text: str) -> SafeString:
+    """`text` as HTML with Pygments' token classes, the lexer chosen by the file's name (plain
+    text when none fits). Pygments escapes the text itself, so marking it safe is sound."""
+    try:
+        if len(text) > MAX_HIGHLIGHT_CHARS:
+            raise ClassNotFound
+        lexer = get_lexer_for_filename(path.rsplit("/", 1)[-1], stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        lexer = TextLexer(stripnl=False, ensurenl=False)
+    return mark_safe(highlight(text, lexer, _FORMATTER))  # noqa: S308 - escaped by Pygments
