@@ -16,6 +16,7 @@ from . import (
     sidebar_views,
     stream_views,
     team_views,
+    title_views,
     token_views,
     views,
 )
@@ -28,6 +29,7 @@ conversation_urls = [
     path("", views.conversation_detail, name="conversation-detail"),
     path("messages", views.conversation_message, name="conversation-message"),
     path("events/<int:seq>/output", stream_views.event_output, name="conversation-event-output"),
+    path("title", title_views.conversation_title, name="conversation-title"),
     path("pause", run_control_views.conversation_pause, name="conversation-pause"),
     path("interrupt", run_control_views.conversation_interrupt, name="conversation-interrupt"),
     path("resume", run_control_views.conversation_resume, name="conversation-resume"),

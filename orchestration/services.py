@@ -29,6 +29,7 @@ from workspaces.paths import WorkspaceNameError, workspace_in_area
 from .run_control import run_start
 from .step.agent import DEFAULT_TOOLS, AgentConfig
 from .step.profiles import UnknownProfileError, profile_get
+from .titles import TITLE_MAX_CHARS, clean_title, default_title
 from .tools.base import tool_schema
 from .tools.registry import tools_for
 
@@ -187,7 +188,7 @@ def conversation_create(
     conversation = Conversation(
         owner=owner, team=chosen, model=model, agent_config=config.model_dump(mode="json")
     )
-    conversation.title = _redacted_title(chosen, title or prompt.strip().splitlines()[0])
+    conversation.title = _redacted_title(chosen, title or default_title(prompt))
     conversation.workspace_path = str(
         _workspace_path(
             workspace,
@@ -214,6 +215,33 @@ def conversation_create(
             target=str(conversation.pk), data={"model": model},
         )  # fmt: skip
     conversation.refresh_from_db()
+    return conversation
+
+
+def conversation_rename(
+    *, conversation_id, title: str, by: AbstractBaseUser | None
+) -> Conversation:
+    """Give a conversation a title a person chose: one line, redacted like every title.
+
+    Whoever may act in the conversation's team may rename it; the change is audited."""
+    text = clean_title(title)
+    if not text:
+        raise InvalidInput("a title needs at least one word.")
+    if len(text) > TITLE_MAX_CHARS:
+        raise InvalidInput(f"a title has at most {TITLE_MAX_CHARS} characters.")
+    with transaction.atomic():
+        conversation = (
+            Conversation.objects.select_for_update().select_related("team").get(pk=conversation_id)
+        )
+        if not role_allows(team_role(by, conversation.team_id), Action.ACT):
+            raise Forbidden("your role in this team does not allow renaming conversations.")
+        previous = conversation.title
+        conversation.title = _redacted_title(conversation.team, text)
+        conversation.save(update_fields=["title", "updated_at"])
+        audit_record(
+            actor=by, kind="conversation.renamed", team=conversation.team_id,
+            target=str(conversation.pk), data={"from": previous, "to": conversation.title},
+        )  # fmt: skip
     return conversation
 
 

@@ -59,6 +59,10 @@ class ConversationIn(Schema):
     )
 
 
+class ConversationPatch(Schema):
+    title: Text(200, min_length=1) = Field(description="One line; secrets in it are redacted.")
+
+
 class ConversationOut(Schema):
     id: uuid.UUID
     team: int
@@ -158,6 +162,16 @@ def conversation_list(
 @router.get("/{conversation_id}", response={200: ConversationOut, **ERRORS})
 def conversation_get(request: HttpRequest, conversation_id: Key):
     return _out(conversation_for(request.user, conversation_id, Action.VIEW))
+
+
+@router.patch("/{conversation_id}", response={200: ConversationOut, **ERRORS})
+def conversation_update(request: HttpRequest, conversation_id: Key, body: ConversationPatch):
+    """Rename: the title, as one line, redacted like every title; audited."""
+    conversation = conversation_for(request.user, conversation_id, Action.ACT)
+    renamed = services.conversation_rename(
+        conversation_id=conversation.pk, title=body.title, by=request.user
+    )
+    return _out(renamed)
 
 
 @router.post("/{conversation_id}/archive", response={200: ConversationOut, **ERRORS})

@@ -119,3 +119,23 @@ def test_calls_and_results_are_one_card_with_clipped_output(page, tmp_path_facto
     wait_for_status(page, "finished")
     assert_complete_log(page)
     _check_cards(page)
+
+
+def test_the_title_reads_in_words_and_renames_inline(page):
+    start_conversation(page, json.dumps({"script": [{"say": "hello"}]}), "scripted")
+    title = page.locator("#conversation-title h1")
+    assert title.inner_text() == "Scripted run: 1 step"
+    page.click("#conversation-title button.rename")
+    field = page.locator("#conversation-title input[name=title]")
+    assert field.input_value() == "Scripted run: 1 step"
+    field.fill("   ")
+    page.click("#conversation-title button[type=submit]")
+    page.locator("#conversation-title .field-error", has_text="at least one word").wait_for()
+    field.fill("Greeting check <b>1</b>")
+    field.press("Enter")
+    page.wait_for_function(
+        "() => document.querySelector('#conversation-title h1')?.textContent"
+        " === 'Greeting check <b>1</b>'"
+    )
+    page.reload()
+    assert title.inner_text() == "Greeting check <b>1</b>"
