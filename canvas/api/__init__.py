@@ -122,10 +122,18 @@ def _unhandled(request: HttpRequest, exc: Exception) -> HttpResponse:
 
 
 def _register_routers() -> None:
-    from . import conversations, hooks, invitations, policies, secrets, teams, tokens, workspace
+    from . import (
+        conversations,
+        hooks,
+        invitations,
+        policies,
+        secrets,
+        teams,
+        tokens,
+        workspace,  # noqa: F401 - adds its routes to the conversations router
+    )
 
     api.add_router("/conversations", conversations.router)
-    api.add_router("/conversations", workspace.router)
     api.add_router("/teams", teams.router)
     api.add_router("/teams", secrets.router)
     api.add_router("/teams", policies.router)

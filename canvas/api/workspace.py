@@ -1,11 +1,15 @@
 """A conversation's workspace: what changed since its starting point, one file's diff, a folder
 or a file (read-only), and the whole workspace as a tar.gz. Anyone who may view the
-conversation may read its workspace."""
+conversation may read its workspace.
+
+The routes join the conversations router rather than a router of their own: `GET .../archive`
+(the download) shares its path with `POST .../archive` (hiding a conversation), and Django
+resolves a path to the first router that has it, so both methods must live on one."""
 
 from __future__ import annotations
 
 from django.http import HttpRequest
-from ninja import Router, Schema
+from ninja import Schema
 from pydantic import Field
 
 from common.inputs import Key, Text
@@ -13,8 +17,9 @@ from common.inputs import Key, Text
 from .. import workspace_reads
 from ..access import Action, conversation_for
 from . import ERRORS
+from .conversations import router
 
-router = Router(tags=["workspace"])
+TAGS = ["workspace"]
 
 WorkspacePath = Text(4096)
 
@@ -52,13 +57,13 @@ class FilesOut(Schema):
     summary: str | None = Field(default=None, description="Why a file's text is not shown.")
 
 
-@router.get("/{conversation_id}/changes", response={200: ChangesOut, **ERRORS})
+@router.get("/{conversation_id}/changes", tags=TAGS, response={200: ChangesOut, **ERRORS})
 def workspace_changes(request: HttpRequest, conversation_id: Key):
     conversation = conversation_for(request.user, conversation_id, Action.VIEW)
     return {"files": workspace_reads.changes(conversation)}
 
 
-@router.get("/{conversation_id}/diff", response={200: DiffOut, **ERRORS})
+@router.get("/{conversation_id}/diff", tags=TAGS, response={200: DiffOut, **ERRORS})
 def workspace_diff(request: HttpRequest, conversation_id: Key, path: WorkspacePath):
     conversation = conversation_for(request.user, conversation_id, Action.VIEW)
     found = workspace_reads.diff(conversation, path)
@@ -70,7 +75,7 @@ def workspace_diff(request: HttpRequest, conversation_id: Key, path: WorkspacePa
     }
 
 
-@router.get("/{conversation_id}/files", response={200: FilesOut, **ERRORS})
+@router.get("/{conversation_id}/files", tags=TAGS, response={200: FilesOut, **ERRORS})
 def workspace_files(request: HttpRequest, conversation_id: Key, path: WorkspacePath = ""):
     conversation = conversation_for(request.user, conversation_id, Action.VIEW)
     found = workspace_reads.files_at(conversation, path)
@@ -85,6 +90,7 @@ def workspace_files(request: HttpRequest, conversation_id: Key, path: WorkspaceP
 
 @router.get(
     "/{conversation_id}/archive",
+    tags=TAGS,
     response={200: None, **ERRORS},
     openapi_extra={
         "responses": {

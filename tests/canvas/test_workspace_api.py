@@ -110,6 +110,9 @@ def test_archive_downloads_the_workspace(api, ran):
         "proj/same.md": b"# unchanged\n",
         "proj/src/made.py": b"print('made')\n",
     }
+    # The same path's POST (archiving the conversation, the sidebar's) answers beside it.
+    status, archived = call(api, "post", f"/api/conversations/{ran}/archive")
+    assert status == 200 and archived["archived_at"] is not None
 
 
 def test_viewers_may_read_other_teams_get_404(api, ran, user, team, other_user, django_user_model):
