@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -153,14 +154,17 @@ class LiteLLMClient:
                 answer = litellm.completion(**kwargs)
             except LLMError:
                 raise
-            except RETRYABLE as exc:
+            except Exception as exc:
+                missing = _missing_key(exc, self.profile.model)
+                if missing is not None:  # no retry can help; say what is missing
+                    raise LLMError(NO_API_KEY, missing) from None
+                if not isinstance(exc, RETRYABLE):  # not transient: the request itself is wrong
+                    raise LLMError(_error_code(exc), _error_message(exc)) from exc
                 if attempt + 1 >= attempts:
                     raise LLMError(
                         _error_code(exc), _retried(_error_message(exc), attempt)
                     ) from exc
                 self._sleep(backoff_seconds(attempt, exc))
-            except Exception as exc:  # not transient: the request itself is wrong
-                raise LLMError(_error_code(exc), _error_message(exc)) from exc
             else:
                 try:
                     return _to_response(answer)
@@ -172,6 +176,32 @@ class LiteLLMClient:
 
 def _retried(message: str, attempt: int) -> str:
     return f"{message} (gave up after {attempt + 1} attempts)" if attempt else message
+
+
+NO_API_KEY = "llm_no_api_key"
+# How LiteLLM and the provider SDKs say no key was given (litellm 1.x): OpenAI's SDK, wrapped
+# as a made-up HTTP 500; "Missing Anthropic API Key" (401); "Missing Gemini API key".
+_MISSING_KEY = re.compile(
+    r"missing credentials|missing [\w .-]{0,40}api[ _]?key|no key is set|"
+    r"api_key client option must be set",
+    re.IGNORECASE,
+)
+
+
+def _missing_key(exc: Exception, model: str) -> str | None:
+    """Words for a call refused because no API key reached the provider, else None."""
+    if not _MISSING_KEY.search(str(getattr(exc, "message", None) or exc)):
+        return None
+    provider = getattr(exc, "llm_provider", None)
+    if not provider:
+        try:
+            provider = litellm.get_llm_provider(model)[1]
+        except Exception:  # an unknown model: name it instead
+            provider = model
+    return (
+        f"No API key for provider {provider}: give the model profile an API key (a team "
+        "secret), or set the provider's key in the workers' environment."
+    )
 
 
 BAD_RESPONSE = "llm_bad_response"

@@ -219,3 +219,17 @@ def test_file_edits_show_a_diff_in_the_stream():
 def test_statuses_read_in_sentence_case():
     assert status_label("waiting_for_confirmation") == "Waiting for confirmation"
     assert status_label("finished") == "Finished"
+
+
+def test_a_risky_call_says_why_in_words():
+    from django.template.loader import render_to_string
+
+    from orchestration.control.risk import rule_explanation
+
+    call = _call(1, "rm -rf build", risk="HIGH", risk_rules=["rm-rf"])
+    html = render_to_string(
+        "canvas/conversation_detail.html#event-row",
+        {"row": event_row(1, call), "conversation_id": "c"},
+    )
+    assert "Why it is risky:" in html and rule_explanation("rm-rf") in html
+    assert 'data-rule="rm-rf"' in html
