@@ -19,7 +19,7 @@ from tests.runs import drive, script
 pytestmark = pytest.mark.django_db(transaction=True)
 
 FINISH = {"tool": "finish", "args": {"message": "done"}}
-RUN = script(
+EDITS = (
     {"tool": "terminal", "args": {"command": "rm old.txt && printf 'a\\nb\\nc\\n' > notes.txt"}},
     {
         "tool": "file_editor",
@@ -34,8 +34,24 @@ RUN = script(
         "tool": "file_editor",
         "args": {"command": "create", "path": "src/made.py", "file_text": "print('made')\n"},
     },
-    FINISH,
 )
+"""Deletes old.txt, creates notes.txt and src/made.py, edits edit.py (see _workspace)."""
+RUN = script(*EDITS, FINISH)
+
+
+AFTER_RUN = {
+    "proj/edit.py": b"x = 1\ny = 3\n",
+    "proj/notes.txt": b"a\nb\nc\n",
+    "proj/same.md": b"# unchanged\n",
+    "proj/src/made.py": b"print('made')\n",
+}
+"""The workspace's files after RUN, as its archive holds them."""
+
+
+def archived_files(data: bytes) -> dict[str, bytes]:
+    """name -> content of every regular file in a tar.gz."""
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
 
 
 def _workspace(team_id: int) -> Path:
@@ -101,15 +117,7 @@ def test_archive_downloads_the_workspace(api, ran):
     assert response.status_code == 200
     assert response["Content-Type"] == "application/gzip"
     assert response["Content-Disposition"] == 'attachment; filename="proj.tar.gz"'
-    data = b"".join(response.streaming_content)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
-    assert files == {
-        "proj/edit.py": b"x = 1\ny = 3\n",
-        "proj/notes.txt": b"a\nb\nc\n",
-        "proj/same.md": b"# unchanged\n",
-        "proj/src/made.py": b"print('made')\n",
-    }
+    assert archived_files(b"".join(response.streaming_content)) == AFTER_RUN
     # The same path's POST (archiving the conversation, the sidebar's) answers beside it.
     status, archived = call(api, "post", f"/api/conversations/{ran}/archive")
     assert status == 200 and archived["archived_at"] is not None

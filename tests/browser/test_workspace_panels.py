@@ -1,0 +1,152 @@
+"""The conversation page's three regions and its side panel in a real browser.
+
+Two scripted runs share the workspace "proj": the first writes files, the second (whose
+baseline is the first one's result) deletes, creates and edits some with the terminal and the
+file editor. Its Changes tab lists them with the right counts and diffs, the Files tab shows a
+file highlighted, the archive downloads and holds the files, and the page fits 1280 and 390 px
+wide screens. Uses the embedded server and Chromium fixtures of test_live_run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.browser import test_live_run as live
+from tests.browser.test_live_run import DETAIL_URL, wait_for_status
+from tests.canvas.test_workspace_api import AFTER_RUN, FINISH, RUN, archived_files
+from tests.runs import script
+
+pytestmark = pytest.mark.browser
+
+server = live.server
+browser = live.browser
+page = live.page
+
+SCREENSHOTS = Path("/tmp")
+
+
+FIRST = script(
+    {
+        "tool": "terminal",
+        "args": {
+            "command": "printf 'x = 1\\ny = 2\\n' > edit.py && echo 'gone soon' > old.txt"
+            " && echo '# unchanged' > same.md"
+        },
+    },
+    FINISH,
+)
+"""Writes the files the API test's workspace starts with."""
+SECOND = RUN  # the API test's run: deletes, creates and edits files on top of FIRST's
+
+EXPECTED = {  # path: (status letter, added, removed)
+    "edit.py": ("M", "+1", "−1"),
+    "notes.txt": ("A", "+3", "−0"),
+    "old.txt": ("D", "+0", "−1"),
+    "src/made.py": ("A", "+1", "−0"),
+}
+
+
+def _run_in_proj(page, prompt: str) -> None:
+    page.goto("/")
+    page.fill("#id_prompt", prompt)
+    page.fill("#id_model", "scripted")
+    page.fill("#id_workspace", "proj")
+    page.click("#new-conversation button[type=submit]")
+    page.wait_for_url(DETAIL_URL)
+    wait_for_status(page, "finished")
+
+
+def _changes_shown(page) -> dict[str, tuple[str, str, str]]:
+    rows = page.locator("#panel-body .change").all()
+    shown = {}
+    for row in rows:
+        counts = row.locator(".change-counts").inner_text().split()
+        shown[row.locator(".change-path").inner_text()] = (
+            row.locator(".change-status").inner_text(),
+            *counts,
+        )
+    return shown
+
+
+def _box(page, selector: str) -> dict:
+    return page.eval_on_selector(
+        selector,
+        "el => { const r = el.getBoundingClientRect(); return {x: r.x, y: r.y, right: r.right, width: r.width}; }",
+    )
+
+
+def _assert_fits(page, width: int) -> dict[str, dict]:
+    page.set_viewport_size({"width": width, "height": 900})
+    page.wait_for_function("w => document.documentElement.clientWidth === w", arg=width)
+    scroll_width = page.evaluate("() => document.scrollingElement.scrollWidth")
+    assert scroll_width <= width, f"the page is {scroll_width}px wide at {width}px"
+    boxes = {}
+    for name, selector in (
+        ("sidebar", ".layout-sidebar"),
+        ("stream", ".layout-stream"),
+        ("panel", "#side-panel"),
+    ):
+        box = boxes[name] = _box(page, selector)
+        assert box["x"] >= 0 and box["right"] <= width, (width, name, box)
+    page.screenshot(path=str(SCREENSHOTS / f"ui-layout-{width}.png"), full_page=True)
+    return boxes
+
+
+def test_changes_files_and_archive_after_a_run_and_the_layout_fits(page, tmp_path):
+    _run_in_proj(page, FIRST)
+    _run_in_proj(page, SECOND)
+
+    # Changes: every file with its counts, once the tab has caught up with the run.
+    page.wait_for_function(
+        "n => document.querySelectorAll('#panel-body .change').length === n", arg=len(EXPECTED)
+    )
+    assert _changes_shown(page) == EXPECTED
+    page.locator("#panel-body details[data-path='edit.py'] summary").click()
+    diff = page.locator("#panel-body details[data-path='edit.py'] .panel-diff")
+    assert diff.locator(".pd-del").inner_text() == "-y = 2"
+    assert diff.locator(".pd-add").inner_text() == "+y = 3"
+    page.locator("#panel-body details[data-path='old.txt'] summary").click()
+    assert (
+        page.locator("#panel-body details[data-path='old.txt'] .pd-del").inner_text()
+        == "-gone soon"
+    )
+
+    # The archive holds the workspace as it is now.
+    with page.expect_download() as download:
+        page.click("#panel-body a[download]")
+    saved = tmp_path / "proj.tar.gz"
+    download.value.save_as(saved)
+    assert archived_files(saved.read_bytes()) == AFTER_RUN
+
+    # Files: into src/, then the file, highlighted and read-only.
+    page.click("#tab-files")
+    page.click("#panel-body .file-list a >> text=src/")
+    page.click("#panel-body .file-list a >> text=made.py")
+    code = page.locator("#panel-body .file-view .highlight")
+    code.wait_for()
+    assert code.inner_text().strip() == "print('made')"
+    assert code.locator("span.nb", has_text="print").count() == 1
+    assert page.locator("#tab-files").get_attribute("aria-selected") == "true"
+
+    # Terminal: the commands as one console.
+    page.click("#tab-terminal")
+    page.locator("#panel-body .console").wait_for()
+    assert page.locator("#panel-body .console-command").all_inner_texts() == [
+        "$ rm old.txt && printf 'a\\nb\\nc\\n' > notes.txt"
+    ]
+
+    # Three regions side by side on a wide screen, stacked on a phone, never wider than it.
+    page.click("#tab-changes")
+    wide = _assert_fits(page, 1280)
+    assert (
+        wide["sidebar"]["right"]
+        <= wide["stream"]["x"]
+        < wide["stream"]["right"]
+        <= wide["panel"]["x"]
+    )
+    narrow = _assert_fits(page, 390)
+    assert narrow["sidebar"]["y"] < narrow["stream"]["y"] < narrow["panel"]["y"]
+    for box in narrow.values():
+        assert box["width"] <= 390
