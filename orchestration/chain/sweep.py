@@ -8,6 +8,10 @@ Two faults, one indexed query every `CANVAS_SWEEP_SECONDS`:
   sweep period after every send (`dispatch.slice_due_at`). The same slice id is sent again,
   so if the first message turns up after all, the two copies still run it once.
 A slice is noticed within two sweep periods of being lost.
+
+A run whose runner died gets a marker event in its log (an AgentErrorEvent coded REVIVED), so
+whoever reads the conversation sees that it was revived, and where; what the dead runner was
+running is then marked interrupted by the new runner's recovery (orchestration.step.runner).
 """
 
 from __future__ import annotations
@@ -16,13 +20,19 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from conversations.events import Status
+from conversations import store
+from conversations.events import AgentErrorEvent, Status
 from conversations.models import Conversation
 
 from .dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
 from .lease import lease_drop
 
 BATCH = 500
+REVIVED = "run_revived"
+REVIVED_MESSAGE = (
+    "The worker running this conversation stopped answering; another worker goes on with the "
+    "run. Anything the stopped worker was running is marked interrupted."
+)
 
 
 def _stalled(now) -> Q:
@@ -52,10 +62,13 @@ def sweep_runs() -> int:
             )
             if row is None:
                 continue
-            if row.lease_token is not None or row.run_slice is None:  # the runner died
+            died = row.lease_token is not None or row.run_slice is None
+            if died:
                 row.run_slice = new_slice_id()
             row.run_slice_due_at = slice_due_at()
             lease_drop(row)
+            if died:
+                store.append(row.pk, [AgentErrorEvent(code=REVIVED, message=REVIVED_MESSAGE)])
             enqueue_slice_on_commit(row.pk, row.run_slice, worker_host=row.worker_host)
             count += 1
     return count

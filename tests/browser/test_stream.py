@@ -78,11 +78,12 @@ def _check_cards(page) -> None:
     assert page.evaluate("window.__xss") is None
 
 
-def _release(tmp_path_factory, workspace: str) -> None:
-    """Touch GO in the conversation's workspace (under the embedded server's var directory)."""
+def _release(tmp_path_factory, workspace: str, name: str = GO) -> None:
+    """Touch `name` in the conversation's workspace (under the embedded server's var
+    directory)."""
     base = tmp_path_factory.getbasetemp()
     (found,) = [p for p in base.glob(f"embedded[0-9]*/workspaces/*/{workspace}") if p.is_dir()]
-    (found / GO).touch()
+    (found / name).touch()
 
 
 def test_calls_and_results_are_one_card_with_clipped_output(page, tmp_path_factory):
@@ -139,3 +140,33 @@ def test_the_title_reads_in_words_and_renames_inline(page):
     )
     page.reload()
     assert title.inner_text() == "Greeting check <b>1</b>"
+
+
+def test_a_pause_while_a_command_runs_reads_in_order(page, tmp_path_factory):
+    command = "until [ -e paused-go ]; do sleep 0.1; done; echo late-result"
+    prompt = json.dumps({"script": [{"tool": "terminal", "args": {"command": command}},
+                                    {"say": "after"}]})  # fmt: skip
+    start_conversation(page, prompt, "scripted")
+    card = page.locator("#events > .event-tool-call", has_text="paused-go")
+    card.locator(".pending", has_text="Running").wait_for(timeout=60_000)
+    page.click("#controls button.pause")
+    wait_for_status(page, "paused")
+    stop = page.locator(".event-status-changed .stop-note")
+    expected = f"Paused by demo while {command} ran; its result follows."
+    assert stop.inner_text() == expected
+    assert stop.locator("code").inner_text() == command
+
+    # The step in flight completes: its result lands in its card, and a line where it arrived
+    # (after the pause) points there.
+    _release(tmp_path_factory, page.locator(".workspace code").inner_text(), "paused-go")
+    card.locator(".call-log .tool-result", has_text="late-result").wait_for(timeout=30_000)
+    late = page.locator("#events > .event-result-marker:visible")
+    late.wait_for()
+    assert "The result arrived" in late.inner_text()
+    assert_complete_log(page)
+
+    page.reload()
+    wait_for_status(page, "paused")
+    assert page.locator(".event-status-changed .stop-note").inner_text() == expected
+    assert "arrived: it is in the card above" in late.inner_text()
+    assert card.locator(".call-log .tool-result", has_text="late-result").count() == 1

@@ -233,3 +233,9 @@ def test_a_risky_call_says_why_in_words():
     )
     assert "Why it is risky:" in html and rule_explanation("rm-rf") in html
     assert 'data-rule="rm-rf"' in html
+
+
+def test_an_interrupt_says_what_it_cut_off():
+    stop = StatusChangeEvent(status=Status.PAUSED, reason="interrupted by ana")
+    rows = stream_rows(_rows(_call(1, "make"), _call(2, "make test"), stop))
+    assert rows[2].note == "Interrupted by ana while `make`, `make test` ran; their results follow."
