@@ -4,15 +4,31 @@
 // exactly the later ones: no gap, no duplicate. Fragments whose event is already on the page
 // are dropped (belt and braces), and a fragment that would leave a gap forces a reconnect,
 // which resumes from the last seq shown. The view follows new events while you are at the bottom.
+//
+// A lost connection shows a banner that stays in view, retried within seconds (or at once with
+// "Retry now"): the extension's own backoff doubles up to a minute, and once left a page 53 s
+// behind a restarted server.
 (function () {
   "use strict";
 
   var NEAR_BOTTOM_PX = 160;
   var RECONNECTING_CODES = [1006, 1011, 1012, 1013]; // the ones the ws extension retries
+  var RETRY_DELAYS_MS = [500, 1000, 2000, 3000]; // then every 3 s
   // Closes that say why (canvas/ws_close.py); the extension does not retry these.
   var REFUSED = { 4401: "signed out", 4403: "refused", 4404: "no access" };
   var followBottom = false;
-  var currentSocket = null;
+  var latestSocket = null; // the socket the extension made last; older ones were replaced
+  var socketWrapper = null;
+
+  htmx.config.wsReconnectDelay = function (retryCount) {
+    return RETRY_DELAYS_MS[Math.min(retryCount, RETRY_DELAYS_MS.length - 1)];
+  };
+
+  var makeSocket = htmx.createWebSocket; // set by the ws extension, which loads first
+  htmx.createWebSocket = function (url) {
+    latestSocket = makeSocket(url);
+    return latestSocket;
+  };
 
   function lastSeq() {
     var rows = document.querySelectorAll("#events > [data-seq]");
@@ -40,19 +56,68 @@
     }
   }
 
+  function banner() {
+    var el = document.getElementById("reconnect-banner");
+    if (!el) {
+      el = document.createElement("div");
+      el.id = "reconnect-banner";
+      el.className = "reconnect-banner";
+      el.setAttribute("role", "status");
+      el.hidden = true;
+      var text = document.createElement("span");
+      text.className = "reconnect-text";
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "reconnect-now";
+      button.textContent = "Retry now";
+      button.addEventListener("click", retryNow);
+      el.append(text, button);
+      document.body.appendChild(el);
+    }
+    return el;
+  }
+
+  function showBanner(text) {
+    var el = banner();
+    el.querySelector(".reconnect-text").textContent = text;
+    el.querySelector(".reconnect-now").disabled = false;
+    el.hidden = false;
+  }
+
+  function retryNow() {
+    // Only when no attempt is under way; the extension's pending retry still runs, finds
+    // this socket open and replaces it, which resumes from the same seq.
+    if (socketWrapper && latestSocket && latestSocket.readyState === WebSocket.CLOSED) {
+      banner().querySelector(".reconnect-now").disabled = true;
+      socketWrapper.reconnect();
+    }
+  }
+
   document.addEventListener("htmx:wsOpen", function (evt) {
-    currentSocket = evt.detail.event.target;
+    var socket = evt.detail.event.target;
+    if (socket !== latestSocket) {
+      socket.close(); // an attempt overtaken by a newer one
+      return;
+    }
+    socketWrapper = evt.detail.socketWrapper;
     setLive("live", "open");
-    evt.detail.socketWrapper.send(JSON.stringify({ resume: lastSeq() }));
+    banner().hidden = true;
+    socketWrapper.send(JSON.stringify({ resume: lastSeq() }));
   });
 
   document.addEventListener("htmx:wsClose", function (evt) {
     var closed = evt.detail.event;
-    if (currentSocket && closed.target !== currentSocket) {
+    if (closed.target !== latestSocket) {
       return; // a socket we already replaced
     }
+    socketWrapper = evt.detail.socketWrapper;
     var retrying = RECONNECTING_CODES.indexOf(closed.code) >= 0;
     setLive(retrying ? "reconnecting…" : REFUSED[closed.code] || "offline", "closed");
+    if (REFUSED[closed.code]) {
+      banner().hidden = true; // retrying cannot help; the indicator says why
+    } else {
+      showBanner(retrying ? "Connection lost. Reconnecting…" : "Live updates stopped.");
+    }
   });
 
   document.addEventListener("htmx:wsBeforeMessage", function (evt) {
