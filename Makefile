@@ -25,9 +25,11 @@ up: install
 	$(PY) manage.py ensure_demo_user
 	$(PY) manage.py serve --host $(HOST) --port $(PORT)
 
-# Debian's chromium for the browser tests; Postgres and Redis started when not answering.
+# Debian's chromium for the browser tests and git for workspace baselines (workspaces/baseline.py);
+# Postgres and Redis started when not answering.
 services:
 	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+	@command -v git >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq git >/dev/null)
 	@pg_isready -q -h 127.0.0.1 -p 5432 || pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start
 	@redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 || redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no
 	@for i in $$(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 && exit 0; sleep 1; done; echo "Postgres/Redis did not come up" >&2; exit 1
