@@ -59,7 +59,7 @@ from workspaces.base import (
     FileView,
     WorkspacePathError,
 )
-from workspaces.baseline import Baseline
+from workspaces.baseline import Baseline, BaselineError
 from workspaces.sandbox import PATH, Network, SandboxSpec, prepare
 
 logger = logging.getLogger(__name__)
@@ -357,7 +357,13 @@ class LocalWorkspace:
     # -- looking at it from outside (workspaces.baseline, workspaces.browse) ------------------
 
     def baseline_take(self) -> bool:
-        return Baseline(self.root, self.state_dir).take()
+        """As the protocol says; a baseline that cannot be taken (no git, a workspace too big
+        for its time limit) is logged and leaves the Changes panel empty, the run unharmed."""
+        try:
+            return Baseline(self.root, self.state_dir).take()
+        except (BaselineError, OSError, subprocess.TimeoutExpired):
+            logger.exception("no baseline for the workspace %s", self.root)
+            return False
 
     def changes(self) -> list[FileChange]:
         return Baseline(self.root, self.state_dir).changes()

@@ -146,3 +146,10 @@ def test_same_size_edits_in_the_same_second_are_seen(ws: LocalWorkspace):
     assert ws.changes() == []
     _write(ws, "a.txt", "y = 4\n")
     assert [c.path for c in ws.changes()] == ["a.txt"]
+
+
+def test_a_baseline_that_cannot_be_taken_leaves_the_run_alone(ws: LocalWorkspace, monkeypatch):
+    _write(ws, "a.txt", "a\n")
+    monkeypatch.setattr("workspaces.baseline._PATH", "/nonexistent")  # no git to be found
+    assert ws.baseline_take() is False
+    assert ws.changes() == []
