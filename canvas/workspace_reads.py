@@ -13,7 +13,7 @@ import contextlib
 import logging
 import tempfile
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO
 
 from asgiref.sync import sync_to_async
@@ -71,14 +71,23 @@ def _readable(path: str = "") -> Iterator[None]:
         raise WorkspaceUnreadable("the workspace could not be read; the error is logged.") from None
 
 
+def _shown(text: str) -> str:
+    """A name or a diff as UTF-8 can carry it: bytes that are not UTF-8 (which file names may
+    hold, and which git and os hand back as surrogates) become U+FFFD instead of breaking the
+    JSON or HTML answer."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def changes(conversation: Conversation) -> list[FileChange]:
     with _readable():
-        return workspace_of(conversation).changes()
+        found = workspace_of(conversation).changes()
+    return [replace(change, path=_shown(change.path)) for change in found]
 
 
 def diff(conversation: Conversation, path: str) -> FileDiff:
     with _readable(path):
-        return workspace_of(conversation).diff(path)
+        found = workspace_of(conversation).diff(path)
+    return replace(found, path=_shown(found.path), text=_shown(found.text))
 
 
 def files_at(conversation: Conversation, path: str) -> FilesAt:
@@ -86,9 +95,10 @@ def files_at(conversation: Conversation, path: str) -> FilesAt:
     workspace = workspace_of(conversation)
     with _readable(path):
         try:
-            return FilesAt(path, entries=workspace.list_files(path))
+            entries = workspace.list_files(path)
         except NotADirectoryError:
             return FilesAt(path, file=workspace.read_file(path))
+    return FilesAt(path, entries=[replace(e, name=_shown(e.name)) for e in entries])
 
 
 def archive_response(request: HttpRequest, conversation: Conversation) -> StreamingHttpResponse:

@@ -134,3 +134,15 @@ def test_viewers_may_read_other_teams_get_404(api, ran, user, team, other_user, 
         answer = as_mallory.get(url)
         assert answer.status_code == 404 and answer.json()["error"] == "not_found", url
         assert Client().get(url).status_code == 401, url
+
+
+def test_names_that_are_not_utf8_are_shown_replaced(api, ran, team_id):
+    root = Path(settings.CANVAS_WORKSPACES_ROOT) / f"team-{team_id}" / "proj"
+    (root / "caf\xe9.txt".encode("latin-1").decode("utf-8", "surrogateescape")).write_text("x\n")
+    status, body = call(api, "get", f"/api/conversations/{ran}/changes")
+    assert (
+        status == 200
+        and {"path": "caf\ufffd.txt", "status": "added", "added": 1, "removed": 0} in body["files"]
+    )
+    status, listing = call(api, "get", f"/api/conversations/{ran}/files")
+    assert status == 200 and "caf\ufffd.txt" in [e["name"] for e in listing["entries"]]
