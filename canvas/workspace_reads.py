@@ -5,6 +5,8 @@ the whole of it as an archive. The API (canvas.api.workspace) and the side panel
 Nothing here runs agent code: it reads the files and runs our own git on them
 (workspaces.baseline), in the web process, which therefore reads the workspace from its own disk
 (one host, or workspaces shared between hosts). Refusals are ServiceErrors with words for people.
+Names, diffs and file text pass the team's redactor; the archive is the files' bytes as they
+are (compressed, it cannot be redacted), so a secret a command wrote into a file is in it.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import IO
 
@@ -22,6 +24,8 @@ from django.http import HttpRequest, StreamingHttpResponse
 
 from common.errors import InvalidInput, NotFound, ServiceError
 from conversations.models import Conversation
+from conversations.redaction import redactor_for_team
+from teams.models import Team
 from workspaces.base import DirEntry, FileChange, FileDiff, FileView, Workspace, WorkspacePathError
 from workspaces.baseline import BaselineError
 from workspaces.local import workspace_for
@@ -78,27 +82,40 @@ def _shown(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
+def _redact(conversation: Conversation) -> Callable[[str], str]:
+    """The team's redactor, as the log's door applies it: a command given a secret may have
+    written it into a file, and the workspace, unlike the log, was never redacted."""
+    team = Team.objects.only("secrets_version").get(pk=conversation.team_id)
+    redactor = redactor_for_team(team.pk, team.secrets_version)
+    return (lambda text: redactor.redact(_shown(text))) if redactor is not None else _shown
+
+
 def changes(conversation: Conversation) -> list[FileChange]:
     with _readable():
         found = workspace_of(conversation).changes()
-    return [replace(change, path=_shown(change.path)) for change in found]
+    shown = _redact(conversation)
+    return [replace(change, path=shown(change.path)) for change in found]
 
 
 def diff(conversation: Conversation, path: str) -> FileDiff:
     with _readable(path):
         found = workspace_of(conversation).diff(path)
-    return replace(found, path=_shown(found.path), text=_shown(found.text))
+    shown = _redact(conversation)
+    return replace(found, path=shown(found.path), text=shown(found.text))
 
 
 def files_at(conversation: Conversation, path: str) -> FilesAt:
     path = path.rstrip("/")
     workspace = workspace_of(conversation)
+    shown = _redact(conversation)
     with _readable(path):
         try:
             entries = workspace.list_files(path)
         except NotADirectoryError:
-            return FilesAt(path, file=workspace.read_file(path))
-    return FilesAt(path, entries=[replace(e, name=_shown(e.name)) for e in entries])
+            view = workspace.read_file(path)
+            text = shown(view.text) if view.text is not None else None
+            return FilesAt(path, file=replace(view, path=shown(view.path), text=text))
+    return FilesAt(path, entries=[replace(e, name=shown(e.name)) for e in entries])
 
 
 def archive_response(request: HttpRequest, conversation: Conversation) -> StreamingHttpResponse:

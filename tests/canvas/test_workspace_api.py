@@ -12,6 +12,7 @@ from django.conf import settings
 from django.test import Client
 
 from teams.models import Role
+from teams.secrets import secret_create
 from teams.services import member_add
 from tests.api import call, client_for
 from tests.runs import drive, script
@@ -146,3 +147,14 @@ def test_names_that_are_not_utf8_are_shown_replaced(api, ran, team_id):
     )
     status, listing = call(api, "get", f"/api/conversations/{ran}/files")
     assert status == 200 and "caf\ufffd.txt" in [e["name"] for e in listing["entries"]]
+
+
+def test_secret_values_in_files_are_redacted(api, ran, user, team):
+    value = "tok-3f9a1c77e2b5d04a"
+    secret_create(by=user, team=team, name="DEPLOY_TOKEN", value=value)
+    root = Path(settings.CANVAS_WORKSPACES_ROOT) / f"team-{team.pk}" / "proj"
+    (root / "leak.txt").write_text(f"token={value}\n")
+    _, view = call(api, "get", f"/api/conversations/{ran}/files?path=leak.txt")
+    _, diff = call(api, "get", f"/api/conversations/{ran}/diff?path=leak.txt")
+    for shown in (view["text"], diff["diff"]):
+        assert value not in shown and "<secret:DEPLOY_TOKEN>" in shown
