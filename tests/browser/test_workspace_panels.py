@@ -15,7 +15,7 @@ import pytest
 
 from tests.browser import test_live_run as live
 from tests.browser.test_live_run import DETAIL_URL, wait_for_status
-from tests.canvas.test_workspace_api import AFTER_RUN, FINISH, RUN, archived_files
+from tests.canvas.test_workspace_api import AFTER_RUN, EDITS, FINISH, archived_files
 from tests.runs import script
 
 pytestmark = pytest.mark.browser
@@ -38,7 +38,10 @@ FIRST = script(
     FINISH,
 )
 """Writes the files the API test's workspace starts with."""
-SECOND = RUN  # the API test's run: deletes, creates and edits files on top of FIRST's
+WAIT_FOR_GO = "while [ ! -e go ]; do sleep 0.1; done; rm go"
+SECOND = script({"tool": "terminal", "args": {"command": WAIT_FOR_GO}}, *EDITS, FINISH)
+"""Waits until the test says go (the page is open and shows no change yet), then makes the API
+test's changes on top of FIRST's files."""
 
 EXPECTED = {  # path: (status letter, added, removed)
     "edit.py": ("M", "+1", "−1"),
@@ -48,26 +51,22 @@ EXPECTED = {  # path: (status letter, added, removed)
 }
 
 
-def _run_in_proj(page, prompt: str) -> None:
+def _start_in_proj(page, prompt: str) -> None:
     page.goto("/")
     page.fill("#id_prompt", prompt)
     page.fill("#id_model", "scripted")
     page.fill("#id_workspace", "proj")
     page.click("#new-conversation button[type=submit]")
     page.wait_for_url(DETAIL_URL)
-    wait_for_status(page, "finished")
 
 
-def _changes_shown(page) -> dict[str, tuple[str, str, str]]:
-    rows = page.locator("#panel-body .change").all()
-    shown = {}
-    for row in rows:
-        counts = row.locator(".change-counts").inner_text().split()
-        shown[row.locator(".change-path").inner_text()] = (
-            row.locator(".change-status").inner_text(),
-            *counts,
-        )
-    return shown
+SHOWN_CHANGES = """() => Object.fromEntries(
+  Array.from(document.querySelectorAll("#panel-body .change"), (row) => [
+    row.querySelector(".change-path").innerText,
+    [row.querySelector(".change-status").innerText,
+     ...row.querySelector(".change-counts").innerText.split(/\\s+/)],
+  ]))"""
+"""The Changes tab's rows as {path: [status letter, added, removed]}, read in one go."""
 
 
 def _box(page, selector: str) -> dict:
@@ -94,15 +93,26 @@ def _assert_fits(page, width: int) -> dict[str, dict]:
     return boxes
 
 
-def test_changes_files_and_archive_after_a_run_and_the_layout_fits(page, tmp_path):
-    _run_in_proj(page, FIRST)
-    _run_in_proj(page, SECOND)
+def test_changes_files_and_archive_after_a_run_and_the_layout_fits(page, server, tmp_path):
+    _start_in_proj(page, FIRST)
+    wait_for_status(page, "finished")
+    _start_in_proj(page, SECOND)
+    [proj] = (live._VAR_DIRS[server] / "workspaces").glob("team-*/proj")
 
-    # Changes: every file with its counts, once the tab has caught up with the run.
+    # Changes: none while the run waits; every file with its counts once the tab has followed
+    # the run's results live, without a reload.
+    page.locator(".event-tool-call .terminal-command", has_text="while").wait_for()
+    page.locator("#panel-body .panel-changes", has_text="No changes").wait_for()
+    page.evaluate("window.__sameDocument = true")
+    (proj / "go").touch()
+    expected = {path: list(shown) for path, shown in EXPECTED.items()}
     page.wait_for_function(
-        "n => document.querySelectorAll('#panel-body .change').length === n", arg=len(EXPECTED)
+        f"expected => JSON.stringify(({SHOWN_CHANGES})()) === JSON.stringify(expected)",
+        arg=expected,
     )
-    assert _changes_shown(page) == EXPECTED
+    wait_for_status(page, "finished")
+    assert page.evaluate(SHOWN_CHANGES) == expected
+    assert page.evaluate("window.__sameDocument") is True
     page.locator("#panel-body details[data-path='edit.py'] summary").click()
     diff = page.locator("#panel-body details[data-path='edit.py'] .panel-diff")
     assert diff.locator(".pd-del").inner_text() == "-y = 2"
@@ -134,7 +144,8 @@ def test_changes_files_and_archive_after_a_run_and_the_layout_fits(page, tmp_pat
     page.click("#tab-terminal")
     page.locator("#panel-body .console").wait_for()
     assert page.locator("#panel-body .console-command").all_inner_texts() == [
-        "$ rm old.txt && printf 'a\\nb\\nc\\n' > notes.txt"
+        f"$ {WAIT_FOR_GO}",
+        "$ rm old.txt && printf 'a\\nb\\nc\\n' > notes.txt",
     ]
 
     # Three regions side by side on a wide screen, stacked on a phone, never wider than it.
