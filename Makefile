@@ -8,22 +8,34 @@ PORT ?= 8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/canvas
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/5
 
+# pip runs again only when pyproject.toml changes: each stamp's name carries its checksum.
+DEPS_SUM := $(firstword $(shell cksum pyproject.toml))
+INSTALLED := $(VENV)/.installed-$(DEPS_SUM)
+TEST_INSTALLED := $(VENV)/.installed-test-$(DEPS_SUM)
+# setuptools warns about editable installs at every build; nothing to act on here.
+PIP_INSTALL := PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet
+
 .PHONY: up test install install-test services lint bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-install: $(PY)
-	$(PY) -m pip install --quiet -e .
+$(INSTALLED): | $(PY)
+	$(PIP_INSTALL) -e .
+	@rm -f $(VENV)/.installed-[0-9]* && touch $@
 
-install-test: $(PY)
-	$(PY) -m pip install --quiet -e '.[test]'
+$(TEST_INSTALLED): | $(PY)
+	$(PIP_INSTALL) -e '.[test]'
+	@rm -f $(VENV)/.installed-* && touch $@ $(INSTALLED)
 
+install: $(INSTALLED)
+
+install-test: $(TEST_INSTALLED)
+
+# Migrations (only when some are pending) and the demo login run inside the server process.
 up: install
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py ensure_demo_user
-	$(PY) manage.py serve --host $(HOST) --port $(PORT)
+	$(PY) manage.py serve --prepare --host $(HOST) --port $(PORT)
 
 # Debian's chromium for the browser tests and git for workspace baselines (workspaces/baseline.py);
 # Postgres and Redis started when not answering.

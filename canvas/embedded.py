@@ -20,9 +20,12 @@ from .celery import app
 logger = logging.getLogger(__name__)
 
 
+READY_TIMEOUT_SECONDS = 30.0
+
+
 class _ReadyWorkController(WorkController):
-    def __init__(self, *args, **kwargs) -> None:
-        self.ready = threading.Event()
+    def __init__(self, *args, ready: threading.Event, **kwargs) -> None:
+        self.ready = ready
         super().__init__(*args, **kwargs)
 
     def on_consumer_ready(self, consumer) -> None:
@@ -38,13 +41,33 @@ class EmbeddedWorker:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._worker: _ReadyWorkController | None = None
+        self._ready = threading.Event()
 
-    def start(self) -> None:
+    def start(self, *, wait: bool = True) -> None:
+        """Start the worker; with `wait=False` return at once and let it warm up (it loads
+        LiteLLM first, seconds) in the background: the server answers meanwhile, and tasks
+        sent before it is ready wait in the in-memory broker."""
         from orchestration.chain.dispatch import host_queue
 
         app.finalize()
         app.set_current()
         queues = [app.conf.task_default_queue, host_queue(settings.CANVAS_WORKER_HOST)]
+        worker_thread = threading.Thread(
+            target=self._run, args=(queues,), name="embedded-celery", daemon=True
+        )
+        sweeper = threading.Thread(target=self._sweep, name="embedded-sweeper", daemon=True)
+        self._threads = [worker_thread, sweeper]
+        for thread in self._threads:
+            thread.start()
+        if wait:
+            self._announce_when_ready(queues)
+            return
+        threading.Thread(
+            target=self._announce_when_ready, args=(queues,), name="embedded-ready", daemon=True
+        ).start()
+
+    def _run(self, queues: list[str]) -> None:
+        # Made in this thread: its worker_init handler loads LiteLLM (canvas.celery).
         self._worker = _ReadyWorkController(
             app=app,
             pool="threads",
@@ -55,19 +78,20 @@ class EmbeddedWorker:
             without_gossip=True,
             loglevel="WARNING",
             queues=queues,
+            ready=self._ready,
         )
-        worker_thread = threading.Thread(
-            target=self._worker.start, name="embedded-celery", daemon=True
-        )
-        sweeper = threading.Thread(target=self._sweep, name="embedded-sweeper", daemon=True)
-        self._threads = [worker_thread, sweeper]
-        for thread in self._threads:
-            thread.start()
-        if not self._worker.ready.wait(30):
-            raise RuntimeError("the embedded Celery worker did not start within 30 s")
+        if not self._stop.is_set():
+            self._worker.start()
+
+    def _announce_when_ready(self, queues: list[str]) -> None:
         from orchestration.chain.workers import presence_start
 
-        presence_start(queues)
+        if not self._ready.wait(READY_TIMEOUT_SECONDS):
+            raise RuntimeError(
+                f"the embedded Celery worker did not start within {READY_TIMEOUT_SECONDS:.0f} s"
+            )
+        if not self._stop.is_set():
+            presence_start(queues)
 
     def _sweep(self) -> None:
         from django.db import connection
@@ -95,9 +119,9 @@ class EmbeddedWorker:
 
 
 @contextmanager
-def embedded_worker(concurrency: int = 4) -> Iterator[EmbeddedWorker]:
+def embedded_worker(concurrency: int = 4, *, wait: bool = True) -> Iterator[EmbeddedWorker]:
     worker = EmbeddedWorker(concurrency)
-    worker.start()
+    worker.start(wait=wait)
     try:
         yield worker
     finally:

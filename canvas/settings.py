@@ -148,7 +148,8 @@ else:
 # How often an idle websocket reads the log itself, in case a hint was lost (canvas.consumers).
 CANVAS_SAFETY_POLL_SECONDS = float(os.environ.get("CANVAS_SAFETY_POLL_SECONDS", "5"))
 
-CELERY_BROKER_URL = REDIS_URL or "memory://"
+# The in-memory broker ignores the host; naming one keeps kombu from warning at every start.
+CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -332,5 +333,7 @@ LOGGING = {
         # axes logs every login at INFO; lock-outs are in the audit log (teams/throttle.py).
         "axes": {"level": "WARNING"},
         "celery": {"level": os.environ.get("CELERY_LOG_LEVEL", "WARNING")},
+        # 4xx answers are lines of the request log (canvas.request_log); errors still show.
+        "django.request": {"level": "ERROR"},
     },
 }

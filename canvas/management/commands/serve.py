@@ -13,12 +13,24 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument(
+            "--prepare",
+            action="store_true",
+            help="First apply pending migrations and make sure the demo login exists (make up).",
+        )
 
     def handle(self, *args, **options) -> None:
+        from canvas.asgi import application
+        from canvas.request_log import RequestLog
+
+        if options["prepare"]:
+            from canvas.startup import prepare
+
+            prepare(self.stdout)
         if settings.EMBEDDED:
             from canvas.embedded import embedded_worker
 
-            worker = embedded_worker()
+            worker = embedded_worker(wait=False)  # serve while it loads LiteLLM
         else:
             worker = nullcontext()
         with worker:
@@ -28,9 +40,10 @@ class Command(BaseCommand):
                 "Ctrl-C stops."
             )
             uvicorn.run(
-                "canvas.asgi:application",
+                RequestLog(application),
                 host=options["host"],
                 port=options["port"],
                 log_level="warning",
+                access_log=False,  # RequestLog writes one line per request, without queries
                 lifespan="off",
             )
