@@ -126,6 +126,7 @@ def conversation_detail(request: HttpRequest, conversation_id: uuid.UUID) -> Htt
     context |= {"rows": rows, "message_form": MessageForm(), "cards": _pending_cards(conversation)}
     context["awaited_host"] = host_awaited(status=status, worker_host=conversation.worker_host)
     context["panels"] = panel_list()
+    context |= sidebar_context(request, current_id=str(conversation.pk))
     return render(request, DETAIL_TEMPLATE, context)
 
 
