@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, tuple[list[str], float]] = {
     "append_throughput": ([], 600.0),
     "ws_latency": ([], 300.0),
     "web_footprint": ([], 300.0),
+    "first_event": ([], 300.0),
     "sandbox_overhead": ([], 300.0),
     "redaction": ([], 300.0),
 }
@@ -149,6 +150,20 @@ def web_rows(r: dict[str, Any]) -> list[Row]:
     ]
 
 
+def first_event_rows(r: dict[str, Any]) -> list[Row]:
+    if "error" in r:
+        return [("embedded first event", r["error"], "", False)]
+    m, n = r["median"], len(r["starts"])
+    return [
+        (f"embedded serve ready, median of {n} starts (s)", f"{m['ready_s']:.2f}", "< 5",
+         m["ready_s"] < 5),
+        ("embedded: first event on the page after a post (ms)", f"{m['first_event_ms']:.0f}",
+         "< 1000", m["first_event_ms"] < 1000),
+        ("embedded: spawn -> first run ended on the page (s)", f"{m['run_ended_s']:.2f}", "",
+         None),
+    ]  # fmt: skip
+
+
 def sandbox_rows(r: dict[str, Any]) -> list[Row]:
     if "error" in r:
         return [("sandbox overhead", r["error"], "", False)]
@@ -195,6 +210,7 @@ def main() -> None:
         ("append_throughput", append_rows),
         ("ws_latency", ws_rows),
         ("web_footprint", web_rows),
+        ("first_event", first_event_rows),
         ("sandbox_overhead", sandbox_rows),
         ("redaction", redaction_rows),
     ):

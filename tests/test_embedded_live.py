@@ -15,14 +15,12 @@ import json
 import subprocess
 import sys
 import time
-import urllib.request
-from typing import Any
 
 import pytest
 import websockets
 
 from tests.conftest import REPO, wait_for
-from tests.faults.services import free_port
+from tests.embedded_server import EmbeddedServer
 from tests.test_embedded import embedded_env, manage
 
 pytestmark = pytest.mark.timeout(300)
@@ -44,42 +42,7 @@ def served_env(tmp_path_factory) -> tuple[dict[str, str], str]:
     return env, token
 
 
-class Server:
-    """One fresh `manage.py serve` process and its API."""
-
-    def __init__(self, env: dict[str, str], token: str) -> None:
-        self.port = free_port()
-        self.token = token
-        self.process = subprocess.Popen(
-            [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(self.port)],
-            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}/api{path}", method=method,
-            data=json.dumps(body).encode() if body is not None else None,
-            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
-        )  # fmt: skip
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return json.loads(response.read())
-
-    def answering(self) -> bool:
-        try:
-            return isinstance(self.call("GET", "/conversations"), list)
-        except OSError:
-            return False
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(5)
-
-
-async def first_hint_seconds(server: Server) -> float:
+async def first_hint_seconds(server: EmbeddedServer) -> float:
     """Seconds from posting a message to its event on a socket that was already following."""
     script = json.dumps({"script": [{"tool": "think", "args": {"thought": "ready"}}]})
     created = server.call("POST", "/conversations", {"prompt": script, "model": "scripted"})
@@ -105,7 +68,7 @@ def test_each_fresh_server_pushes_its_first_event_through_the_channel_layer(serv
     env, token = served_env
     latencies = []
     for _ in range(FRESH_PROCESSES):
-        server = Server(env, token)
+        server = EmbeddedServer(env, token)
         try:
             wait_for(server.answering, 60, 0.1, "the embedded server to answer")
             latencies.append(asyncio.run(first_hint_seconds(server)))
