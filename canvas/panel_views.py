@@ -10,6 +10,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from common.errors import ServiceError
+from teams.permissions import role_allows, team_role
 
 from . import workspace_reads
 from .access import Action, conversation_for, http_errors
@@ -26,6 +27,7 @@ def conversation_panel(request: HttpRequest, conversation_id: uuid.UUID, name: s
         raise Http404("no such panel.")
     context = panel.context(conversation, request)
     context |= {"conversation_id": str(conversation.pk), "panel": panel}
+    context["can_act"] = role_allows(team_role(request.user, conversation.team_id), Action.ACT)
     return render(request, panel.template, context)
 
 

@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Header, Router, Schema, Status
 from pydantic import Field
 
+from common.errors import InvalidInput
 from common.inputs import Id, Int, Key, Money, Offset, Text
 from conversations import store
 from conversations.events import Decision
@@ -60,7 +61,13 @@ class ConversationIn(Schema):
 
 
 class ConversationPatch(Schema):
-    title: Text(200, min_length=1) = Field(description="One line; secrets in it are redacted.")
+    title: Text(200, min_length=1) | None = Field(
+        default=None, description="One line; secrets in it are redacted."
+    )
+    archived: bool | None = Field(
+        default=None,
+        description="true: out of the lists, kept whole (refused while it runs); false: back.",
+    )
 
 
 class ConversationOut(Schema):
@@ -166,19 +173,18 @@ def conversation_get(request: HttpRequest, conversation_id: Key):
 
 @router.patch("/{conversation_id}", response={200: ConversationOut, **ERRORS})
 def conversation_update(request: HttpRequest, conversation_id: Key, body: ConversationPatch):
-    """Rename: the title, as one line, redacted like every title; audited."""
+    """Rename (the title, as one line, redacted like every title) and/or archive or restore;
+    each change audited."""
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
-    renamed = services.conversation_rename(
-        conversation_id=conversation.pk, title=body.title, by=request.user
-    )
-    return _out(renamed)
-
-
-@router.post("/{conversation_id}/archive", response={200: ConversationOut, **ERRORS})
-def conversation_archive(request: HttpRequest, conversation_id: Key):
-    """Out of the lists (kept whole); refused while it runs or waits for approval."""
-    conversation = conversation_for(request.user, conversation_id, Action.ACT)
-    archive.conversation_archive(conversation_id=conversation.pk, by=request.user)
+    if body.title is None and body.archived is None:
+        raise InvalidInput("nothing to change: send a title, archived, or both.")
+    if body.title is not None:
+        services.conversation_rename(
+            conversation_id=conversation.pk, title=body.title, by=request.user
+        )
+    if body.archived is not None:
+        change = archive.conversation_archive if body.archived else archive.conversation_restore
+        change(conversation_id=conversation.pk, by=request.user)
     conversation.refresh_from_db()
     return _out(conversation)
 
@@ -190,14 +196,6 @@ def conversation_delete(request: HttpRequest, conversation_id: Key):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
     erase.conversation_delete(conversation_id=conversation.pk, by=request.user)
     return Status(204, None)
-
-
-@router.post("/{conversation_id}/restore", response={200: ConversationOut, **ERRORS})
-def conversation_restore(request: HttpRequest, conversation_id: Key):
-    conversation = conversation_for(request.user, conversation_id, Action.ACT)
-    archive.conversation_restore(conversation_id=conversation.pk, by=request.user)
-    conversation.refresh_from_db()
-    return _out(conversation)
 
 
 @router.get("/{conversation_id}/events", response={200: EventsOut, **ERRORS})

@@ -1,10 +1,8 @@
 """A conversation's workspace: what changed since its starting point, one file's diff, a folder
-or a file (read-only), and the whole workspace as a tar.gz. Anyone who may view the
-conversation may read its workspace.
-
-The routes join the conversations router rather than a router of their own: `GET .../archive`
-(the download) shares its path with `POST .../archive` (hiding a conversation), and Django
-resolves a path to the first router that has it, so both methods must live on one."""
+or a file (read-only, the team's secrets redacted), and the whole workspace as a tar.gz.
+Anyone who may view the conversation may read its changes and files; the archive, raw bytes
+that cannot be redacted (a command may have written a secret into a file), only those who may
+act in it. The routes join the conversations router (one prefix, one set of tags)."""
 
 from __future__ import annotations
 
@@ -102,5 +100,5 @@ def workspace_files(request: HttpRequest, conversation_id: Key, path: WorkspaceP
     },
 )
 def workspace_archive(request: HttpRequest, conversation_id: Key):
-    conversation = conversation_for(request.user, conversation_id, Action.VIEW)
+    conversation = conversation_for(request.user, conversation_id, Action.ACT)
     return workspace_reads.archive_response(request, conversation)

@@ -107,12 +107,19 @@ def test_the_api_lists_with_the_same_filters_and_archives(client, user, dispatch
     client.force_login(user)
     listed = client.get("/api/conversations", {"q": "docs"}).json()
     assert [c["title"] for c in listed] == ["Deploy the docs"]
-    answer = client.post(f"/api/conversations/{kept.pk}/archive")
+    answer = client.patch(
+        f"/api/conversations/{kept.pk}", {"archived": True}, content_type="application/json"
+    )
     assert answer.status_code == 200 and answer.json()["archived_at"]
     assert [c["title"] for c in client.get("/api/conversations").json()] == ["Other work"]
     archived = client.get("/api/conversations", {"archived": "true"}).json()
     assert [c["title"] for c in archived] == ["Deploy the docs"]
-    assert client.post(f"/api/conversations/{kept.pk}/restore").json()["archived_at"] is None
+    restored = client.patch(
+        f"/api/conversations/{kept.pk}", {"archived": False}, content_type="application/json"
+    )
+    assert restored.json()["archived_at"] is None
+    empty = client.patch(f"/api/conversations/{kept.pk}", {}, content_type="application/json")
+    assert empty.status_code == 400 and "nothing to change" in empty.content.decode()
     bad = client.get("/api/conversations", {"status": "sleeping"})
     assert bad.status_code == 400 and "status" in bad.content.decode()
 

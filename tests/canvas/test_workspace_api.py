@@ -119,9 +119,6 @@ def test_archive_downloads_the_workspace(api, ran):
     assert response["Content-Type"] == "application/gzip"
     assert response["Content-Disposition"] == 'attachment; filename="proj.tar.gz"'
     assert archived_files(b"".join(response.streaming_content)) == AFTER_RUN
-    # The same path's POST (archiving the conversation, the sidebar's) answers beside it.
-    status, archived = call(api, "post", f"/api/conversations/{ran}/archive")
-    assert status == 200 and archived["archived_at"] is not None
 
 
 def test_viewers_may_read_other_teams_get_404(api, ran, user, team, other_user, django_user_model):
@@ -131,7 +128,10 @@ def test_viewers_may_read_other_teams_get_404(api, ran, user, team, other_user, 
     for tail in ("changes", "diff?path=edit.py", "files?path=edit.py", "archive"):
         url = f"/api/conversations/{ran}/{tail}"
         seen = as_viewer.get(url)
-        assert seen.status_code == 200, (url, seen.content[:300])
+        # The archive is raw bytes (a secret written to a file cannot be redacted): not for
+        # viewers, who may not act in the conversation.
+        expected = 403 if tail == "archive" else 200
+        assert seen.status_code == expected, (url, seen.content[:300])
         answer = as_mallory.get(url)
         assert answer.status_code == 404 and answer.json()["error"] == "not_found", url
         assert Client().get(url).status_code == 401, url
