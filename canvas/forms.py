@@ -17,7 +17,11 @@ class ConversationCreateForm(forms.Form):
     prompt = forms.CharField(
         max_length=MAX_PROMPT_CHARS,
         widget=forms.Textarea(
-            attrs={"rows": 4, "placeholder": "What should the agent do?", "autofocus": True}
+            attrs={
+                "rows": 4,
+                "placeholder": "What should the agent do? (Ctrl+Enter)",
+                "autofocus": True,
+            }
         ),
     )
     model = forms.CharField(

@@ -142,15 +142,4 @@
       window.scrollTo(0, document.documentElement.scrollHeight);
     }
   });
-
-  // Ctrl+Enter (or Cmd+Enter) sends the follow-up message.
-  document.addEventListener("keydown", function (evt) {
-    if (evt.key === "Enter" && (evt.ctrlKey || evt.metaKey) && evt.target.closest) {
-      var form = evt.target.closest("#message-form");
-      if (form && !form.querySelector("fieldset").disabled) {
-        evt.preventDefault();
-        form.requestSubmit();
-      }
-    }
-  });
 })();
