@@ -1,4 +1,5 @@
-"""The composers in a real browser: Ctrl/Cmd+Enter sends, focus lands in the message box.
+"""The composers in a real browser: Ctrl/Cmd+Enter sends, focus lands in the message box,
+and empty or too-long text is refused in the page with a message before anything is sent.
 
 Uses the embedded server and Chromium fixtures of test_live_run.
 """
@@ -10,8 +11,9 @@ import json
 import pytest
 from playwright.sync_api import expect
 
+from orchestration.services import MAX_PROMPT_CHARS
 from tests.browser import test_live_run as live
-from tests.browser.test_live_run import DETAIL_URL, wait_for_status
+from tests.browser.test_live_run import DETAIL_URL, start_conversation, wait_for_status
 
 pytestmark = pytest.mark.browser
 
@@ -48,3 +50,65 @@ def test_ctrl_enter_starts_and_sends_and_focus_stays_in_the_composer(page):
     expect(box).to_be_focused()
     # One message per key press: nothing was sent twice.
     expect(page.locator(".event-message-user")).to_have_count(3)
+
+
+PASTE = """(el, text) => {
+  const data = new DataTransfer();
+  data.setData("text/plain", text);
+  el.dispatchEvent(new ClipboardEvent("paste", {clipboardData: data, bubbles: true, cancelable: true}));
+}"""
+
+SET_WITH_INPUT = """(el, text) => {
+  el.value = text;
+  el.dispatchEvent(new Event("input", {bubbles: true}));
+}"""
+
+
+def _refuses_bad_text(page, field, noun: str) -> None:
+    """`field` is a composer's text box; nothing it refuses may reach the server."""
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    problem = field.locator("xpath=following-sibling::p[contains(@class, 'composer-problem')]")
+    expect(field).to_have_attribute("maxlength", str(MAX_PROMPT_CHARS))
+    expect(field).to_have_attribute("required", "")
+
+    field.fill("")
+    field.press("Control+Enter")
+    expect(problem).to_have_text(f"Write a {noun} first.")
+    field.fill("  \n ")
+    field.press("Control+Enter")
+    expect(problem).to_have_text(f"Write a {noun} first.")
+
+    # Set past maxlength by a script (typing, filling and pasting stop at it): refused by key
+    # and by click, with or without an input event.
+    field.fill("")
+    field.evaluate("(el, text) => { el.value = text; }", "x" * (MAX_PROMPT_CHARS + 1))
+    field.press("Control+Enter")
+    too_long = (
+        f"The {noun} is 200,001 characters long; the limit is 200,000. Shorten it before sending."
+    )
+    expect(problem).to_have_text(too_long)
+    field.evaluate(SET_WITH_INPUT, "x" * (MAX_PROMPT_CHARS + 1))
+    expect(problem).to_be_hidden()
+    field.locator("xpath=ancestor::form//button[@type='submit']").click()
+    expect(problem).to_have_text(too_long)
+    expect(field).to_have_attribute("aria-invalid", "true")
+
+    # A paste that would not fit is refused whole rather than cut short.
+    field.fill("abc")
+    field.evaluate(PASTE, "y" * MAX_PROMPT_CHARS)
+    expect(problem).to_have_text(
+        f"Not pasted: the {noun} would be 200,003 characters long; the limit is 200,000."
+    )
+    expect(field).to_have_value("abc")
+    field.fill("x" * MAX_PROMPT_CHARS)  # exactly the limit is fine
+    expect(problem).to_be_hidden()
+    assert posts == []
+
+
+def test_empty_or_too_long_text_is_refused_before_it_is_sent(page):
+    _refuses_bad_text(page, page.locator("#id_prompt"), "prompt")
+    start_conversation(page, SAY_HI, "scripted")
+    wait_for_status(page, "finished")
+    _refuses_bad_text(page, page.locator("#message-text"), "message")
+    expect(page.locator(".event-message-user")).to_have_count(1)
