@@ -33,6 +33,8 @@
         }
       });
       target.scrollTop = scroll;
+    }, function () {
+      // No answer (the server restarting): htmx rejects with nothing; the next reload retries.
     });
   }
 
