@@ -15,3 +15,5 @@ urlpatterns = [
     re_path(r"^api/(?P<rest>.*)$", api_not_found),
     path("", include("canvas.ui_urls")),
 ]
+
+handler400 = "canvas.request_limits.bad_request"

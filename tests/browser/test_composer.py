@@ -1,5 +1,6 @@
 """The composers in a real browser: Ctrl/Cmd+Enter sends, focus lands in the message box,
-and empty or too-long text is refused in the page with a message before anything is sent.
+empty or too-long text is refused in the page with a message before anything is sent, and
+the server's answer to a body over the upload limit is a message that leaves the text in place.
 
 Uses the embedded server and Chromium fixtures of test_live_run.
 """
@@ -111,4 +112,31 @@ def test_empty_or_too_long_text_is_refused_before_it_is_sent(page):
     start_conversation(page, SAY_HI, "scripted")
     wait_for_status(page, "finished")
     _refuses_bad_text(page, page.locator("#message-text"), "message")
+    expect(page.locator(".event-message-user")).to_have_count(1)
+
+
+def _over_the_upload_limit_keeps_the_text(page, field) -> None:
+    # Past the page's own check (maxlength removed), so the server's answer is what shows.
+    form = field.locator("xpath=ancestor::form")
+    field.evaluate("el => el.removeAttribute('maxlength')")
+    text = "z" * (3 * 1024 * 1024)
+    field.fill(text)
+    for _ in range(2):  # sent again: one message, not two
+        field.press("Control+Enter")
+        message = form.locator(".request-too-large")
+        expect(message).to_have_text(
+            "Not sent: this is larger than the 2.5\xa0MB a form may hold. "
+            "Shorten the text and send it again."
+        )
+        expect(message).to_have_count(1)
+        expect(form.locator("button[type=submit]")).to_be_enabled()
+        assert field.input_value() == text
+
+
+def test_a_body_over_the_upload_limit_is_refused_in_words_and_the_text_stays(page):
+    _over_the_upload_limit_keeps_the_text(page, page.locator("#id_prompt"))
+    expect(page.locator("#new-conversation")).to_be_visible()
+    start_conversation(page, SAY_HI, "scripted")
+    wait_for_status(page, "finished")
+    _over_the_upload_limit_keeps_the_text(page, page.locator("#message-text"))
     expect(page.locator(".event-message-user")).to_have_count(1)

@@ -111,6 +111,17 @@
     }
   });
 
+  // The server's word on a body over the upload limit (canvas.request_limits) is added to the
+  // form, which keeps the text; it goes when the form is sent again.
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    var form = evt.detail.elt;
+    if (form.hasAttribute && form.hasAttribute("data-composer")) {
+      Array.prototype.forEach.call(form.querySelectorAll(".request-too-large"), function (el) {
+        el.remove();
+      });
+    }
+  });
+
   document.addEventListener("keydown", function (evt) {
     if (evt.key !== "Enter" || !(evt.ctrlKey || evt.metaKey) || !evt.target.closest) {
       return;
