@@ -1,8 +1,8 @@
 """Team, member, invitation and audit pages (API tokens: canvas.token_views): parse, call one service, choose a template.
 
 A team the user is not in answers 404; a role too weak for the page answers 403. A service
-refusing a write (400, 403, 409) is shown inline in the fragment that made the request, with
-its status, and the response carries that status too.
+refusing a write (400, 403, 409) is shown inline in the fragment that made the request, in its
+words (no HTTP code on the page), and the response carries that status.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from teams.models import AuditRecord, Membership, Role, Team, TeamInvitation
 from teams.permissions import Action, role_allows, team_role, team_roles
 
 from .access import http_errors
+from .audit_targets import audit_targets
 from .team_context import current_team_set, team_context
 from .team_forms import (
     AuditFilterForm,
@@ -357,12 +358,14 @@ def team_audit(request: HttpRequest, team_id: int) -> HttpResponse:
     records = audit_records(team)
     shown = audit_records(team, actor=filters.get("actor"), kind=filters.get("kind"))
     page = Paginator(shown, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    targets = audit_targets(team, page.object_list)
     context = {
         "team": team,
         "form": form,
         "filters": filters,
         "filter_query": urlencode(filters),
         "page": page,
+        "rows": [(record, targets[record.pk]) for record in page.object_list],
         "actors": _distinct(records, "actor_name"),
         "kinds": _distinct(records, "kind"),
     }
