@@ -68,6 +68,13 @@ def _url(name: str, *args) -> str:
     return reverse(name, args=args)
 
 
+def _notice(page: str) -> str:
+    """The refusal notice's text: the service's words, never an HTTP status code."""
+    (notice,) = re.findall(r'<p class="form-errors" role="alert">(.*?)</p>', page)
+    assert not re.search(r"\b[45]\d\d\b", notice), notice
+    return notice
+
+
 def _roles(team: Team) -> dict[str, str]:
     return dict(team.memberships.values_list("user__username", "role"))
 
@@ -213,7 +220,7 @@ def test_viewer_gets_403_on_every_write(viewer, user, team):
         assert response.status_code == 403, name
         page = response.content.decode()
         assert page.strip().startswith('<section id="members"')
-        assert '<span class="status-code">403</span>' in page
+        assert "only an owner can grant" in _notice(page), name
     assert client.get(_url("team-audit", team.pk)).status_code == 403
 
     conversation.refresh_from_db()
@@ -345,8 +352,7 @@ def test_admin_cannot_grant_or_touch_owner_and_admin_roles(admin, team, django_u
     )
     assert response.status_code == 403
     page = response.content.decode()
-    assert '<span class="status-code">403</span>' in page
-    assert "only an owner" in page
+    assert "only an owner can grant" in _notice(page)
     assert 'value="dave"' in page  # the typed name is kept
     assert "dave" not in _roles(team) and not TeamInvitation.objects.exists()
 
@@ -389,12 +395,12 @@ def test_inviting_answers_alike_whether_or_not_the_name_exists(
     assert sorted(rows.values_list("username", flat=True)) == ["dave", "nobody"]
 
 
-def test_member_errors_show_their_status(alice_client, team):
+def test_member_errors_answer_their_status_and_say_it_in_words(alice_client, team):
     response = alice_client.post(
         _url("team-invite", team.pk), {"username": "alice", "role": "member"}, **HX
     )
     assert response.status_code == 409
-    assert '<span class="status-code">409</span>' in response.content.decode()
+    assert _notice(response.content.decode()) == "alice is already a member."
     response = alice_client.post(_url("team-invite", team.pk), {"username": ""}, **HX)
     assert response.status_code == 400
     assert "This field is required." in response.content.decode()
