@@ -85,8 +85,12 @@ def _throttled(request: HttpRequest, exc: Throttled) -> HttpResponse:
 
 
 def _field(loc) -> str | None:
+    """The offending field's name: ninja's location ("query", "path", "header", "body")
+    comes first, and for a body the view argument's name next, before the field. A query
+    parameter may itself be called "path"."""
     parts = [str(p) for p in loc]
-    while parts and parts[0] in {"body", "query", "path", "header"}:  # where, not what
+    where = parts.pop(0) if parts and parts[0] in {"body", "query", "path", "header"} else ""
+    if where == "body" and len(parts) > 1:
         parts.pop(0)
     return ".".join(parts) or None
 

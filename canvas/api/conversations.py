@@ -150,14 +150,14 @@ def conversation_create(
 @router.get("", response={200: list[ConversationOut], **ERRORS})
 def conversation_list(
     request: HttpRequest, team: Id | None = None, limit: int = 100, offset: Offset = 0,
-    q: Text(200) = "", status: RunStatus | None = None, owner: Literal["me"] | None = None,
+    q: Text(200) = "", status: RunStatus | None = None, owner: Literal["me", "anyone"] = "anyone",
     model: Text(200) = "", archived: bool = False,
 ):  # fmt: skip
     """Newest first. `q`: words in the title or any message; `owner=me`: the caller's own;
     archived conversations only with `archived=true` (and then only those)."""
     limit = max(1, min(limit, MAX_PAGE))
     chosen = ConversationFilter(
-        text=q.strip(), status=status or "", owner_id=request.user.pk if owner else None,
+        text=q.strip(), status=status or "", owner_id=request.user.pk if owner == "me" else None,
         model=model.strip(), archived=archived,
     )  # fmt: skip
     rows = conversations_matching(conversations_visible_to(request.user, team), chosen)
