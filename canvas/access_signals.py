@@ -84,8 +84,15 @@ def _user_deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
 
 
 def _logged_out(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
-    if user is not None:
-        publish_access_changed(user.pk, reason="user.logged_out")
+    if user is None:
+        return
+    # Django sends this signal before it flushes the session, and outside a transaction the
+    # hint goes out at once: a socket re-checking now would still find the session and stay
+    # open. End the session first (logout's own flush then finds nothing left to do).
+    session = getattr(request, "session", None)
+    if session is not None:
+        session.flush()
+    publish_access_changed(user.pk, reason="user.logged_out")
 
 
 def connect_access_signals() -> None:
