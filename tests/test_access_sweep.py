@@ -90,6 +90,8 @@ def team_a(user, django_user_model, dispatched):
             "rest": "nothing/here",
             "action_id": held.id,
             "invitation_id": str(invitation.pk),
+            "seq": "2",
+            "check_id": "no-such-check",
         },
     }
 

@@ -10,6 +10,7 @@ from django.http import HttpRequest
 from ninja import Schema
 from pydantic import Field
 
+from common.errors import InvalidInput
 from common.inputs import Key, Text
 
 from .. import workspace_reads
@@ -62,8 +63,11 @@ def workspace_changes(request: HttpRequest, conversation_id: Key):
 
 
 @router.get("/{conversation_id}/diff", tags=TAGS, response={200: DiffOut, **ERRORS})
-def workspace_diff(request: HttpRequest, conversation_id: Key, path: WorkspacePath):
+def workspace_diff(request: HttpRequest, conversation_id: Key, path: WorkspacePath = ""):
+    # `path` is checked after access, so another team's id is a 404 whatever the query.
     conversation = conversation_for(request.user, conversation_id, Action.VIEW)
+    if not path:
+        raise InvalidInput("path: which file's diff? Give its path in the workspace.")
     found = workspace_reads.diff(conversation, path)
     return {
         "path": found.path,
