@@ -15,6 +15,7 @@ from conversations.events import AgentErrorEvent, ObservationEvent
 from conversations.models import Conversation
 from orchestration import services
 from orchestration.chain.stranded import HOST_GONE, sweep_stranded_runs
+from orchestration.chain.sweep import REVIVED
 from orchestration.chain.workers import host_alive, host_announce, host_depart
 from orchestration.models import WorkerHost
 from tests.conftest import wait_for
@@ -157,7 +158,9 @@ def test_a_killed_host_that_never_returns_ends_its_run_naming_it(start_worker, u
     killed_at = time.monotonic()
     wait_for(lambda: status_of(conversation) == "error", 60, message="the run to end")
     took = time.monotonic() - killed_at
-    error = next(e for e in events_of(conversation) if isinstance(e, AgentErrorEvent))
+    # The sweeper may first mark the run revived (REVIVED, a note, not an error).
+    error = next(e for e in events_of(conversation)
+                 if isinstance(e, AgentErrorEvent) and e.code != REVIVED)  # fmt: skip
     assert error.code == HOST_GONE and "'ghost'" in error.message
     assert took < 3 + 3 + 5, took  # lease + gone period + a few sweeps
     print(f"killed host -> run ended: {took:.1f} s")
@@ -184,7 +187,8 @@ def test_with_shared_workspaces_another_worker_finishes_a_gone_hosts_run(start_w
     (workspace / "gate").touch()
     wait_for(lambda: status_of(conversation) == "finished", 90, message="alpha to finish it")
     assert Conversation.objects.get(pk=conversation.pk).worker_host == "alpha"
-    assert "agent.error" not in [e.type for e in events_of(conversation)]
+    errors = [e.code for e in events_of(conversation) if isinstance(e, AgentErrorEvent)]
+    assert set(errors) <= {REVIVED}  # at most the note that another worker took the run over
 
 
 @pytest.mark.worker
