@@ -17,12 +17,18 @@ are recorded as links, never followed. A folder holding its own repository (a cl
 agent) shows as one entry, as git records a nested repository.
 
 Each reading stages the work tree into a private copy of the last index (so unchanged files are
-not hashed again) and compares that tree with the baseline commit.
+not hashed again) and compares that tree with the baseline commit. Staging writes the changed
+files' contents as objects nothing keeps (a large file, each time it changes, as a pack of its
+own), so after a reading `git gc --auto` with low thresholds drops them once they pile up: the
+repository holds the baseline, the kept index's files and a bounded amount of garbage. It runs
+only while no reading is under way (a lock), so it never drops an object one is using.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import logging
 import os
 import shutil
 import subprocess
@@ -40,6 +46,7 @@ MAX_DIFF_BYTES = 256 * 1024
 
 _REF = "refs/heads/baseline"
 _LAST_INDEX = "last-index"
+_READINGS_LOCK = "readings.lock"
 _GIT_TIMEOUT = 300.0
 _CHUNK = 256 * 1024
 _NO_SHA = "0" * 40
@@ -62,7 +69,22 @@ _CONFIG = (
     "diff.mnemonicPrefix=false",
     "submodule.recurse=false",
 )
+TIDY_PACK_LIMIT = 16
+"""Packs (a large file staged lands in a pack of its own) that make a reading tidy."""
+_TIDY_CONFIG = (
+    "gc.auto=1024",  # loose objects (git estimates them from one of its 256 folders)
+    f"gc.autoPackLimit={TIDY_PACK_LIMIT}",
+    "gc.autoDetach=false",  # done when the call returns, not by a stray background process
+    "gc.pruneExpire=now",  # no reading is under way: nothing unreferenced is in use
+    "gc.cruftPacks=false",  # dropped, not kept in a cruft pack (the default from git 2.41)
+    "gc.packRefs=false",  # `exists` looks for the ref's own file
+    "gc.writeCommitGraph=false",
+    "pack.threads=1",  # housekeeping in the web process: leave the other cores alone
+)
+"""Overrides `gc.auto=0` for the one call that tidies (Baseline._tidy)."""
 _STATUSES: dict[str, ChangeStatus] = {"A": "added", "D": "deleted"}
+
+logger = logging.getLogger(__name__)
 
 
 class BaselineError(RuntimeError):
@@ -156,19 +178,40 @@ class Baseline:
     @contextlib.contextmanager
     def _staged(self) -> Iterator[_Git]:
         """git over a private index holding the work tree as it is now. The index is kept as
-        the next reading's starting point (its stat data spares hashing unchanged files)."""
+        the next reading's starting point (its stat data spares hashing unchanged files).
+        Readings share a lock that tidying takes alone; each tidies after itself."""
         last = self.git_dir / _LAST_INDEX
         index = self.git_dir / f"index.{uuid.uuid4().hex}"
-        try:
-            # copy2 keeps the index's mtime, which git's check for files changed in the same
-            # second as their stat was recorded ("racy" entries) compares with.
-            shutil.copy2(last if last.exists() else self.git_dir / "index", index)
-            git = _Git(self.root, self.git_dir, index)
-            git.add_all()
-            yield git
-            os.replace(index, last)
-        finally:
-            index.unlink(missing_ok=True)
+        with open(self.git_dir / _READINGS_LOCK, "ab") as lock:
+            fcntl.flock(lock, fcntl.LOCK_SH)  # released when the file closes
+            try:
+                # copy2 keeps the index's mtime, which git's check for files changed in the
+                # same second as their stat was recorded ("racy" entries) compares with.
+                shutil.copy2(last if last.exists() else self.git_dir / "index", index)
+                git = _Git(self.root, self.git_dir, index)
+                git.add_all()
+                yield git
+                os.replace(index, last)
+            finally:
+                index.unlink(missing_ok=True)
+        self._tidy()
+
+    def _tidy(self) -> None:
+        """Drop the objects no reading refers to once enough have piled up (`git gc --auto`,
+        _TIDY_CONFIG); the kept index, given as GIT_INDEX_FILE, keeps the ones it names. Only
+        while no other reading holds the lock, else skipped: the next reading tries again. A
+        failure is logged, not raised: the reading itself succeeded."""
+        with open(self.git_dir / _READINGS_LOCK, "ab") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return
+            last = self.git_dir / _LAST_INDEX
+            git = _Git(self.root, self.git_dir, last if last.exists() else self.git_dir / "index")
+            try:
+                git.run("gc", "--auto", "--quiet", config=_TIDY_CONFIG)
+            except (BaselineError, subprocess.TimeoutExpired) as exc:
+                logger.warning("baseline gc failed in %s: %s", self.git_dir, exc)
 
 
 def _changes(git: _Git) -> list[FileChange]:
@@ -262,15 +305,22 @@ class _Git:
         rather than failing the whole reading."""
         self.run("add", "--all", "--force", "--ignore-errors", ok=(0, 1))
 
-    def argv(self, *args: str) -> list[str]:
+    def argv(self, *args: str, config: tuple[str, ...] = ()) -> list[str]:
+        """git with _CONFIG, then `config` (a later setting wins), then `args`."""
         argv = ["git"]
-        for setting in _CONFIG:
+        for setting in (*_CONFIG, *config):
             argv += ["-c", setting]
         return [*argv, *args]
 
-    def run(self, *args: str, stdin: str | None = None, ok: tuple[int, ...] = (0,)) -> str:
+    def run(
+        self,
+        *args: str,
+        stdin: str | None = None,
+        ok: tuple[int, ...] = (0,),
+        config: tuple[str, ...] = (),
+    ) -> str:
         proc = subprocess.run(
-            self.argv(*args),
+            self.argv(*args, config=config),
             cwd=self.root,
             env=self.env,
             input=stdin.encode() if stdin is not None else None,

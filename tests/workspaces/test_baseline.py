@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from workspaces.base import FileChange
-from workspaces.baseline import BASELINE_DIR, MAX_DIFF_BYTES
+from workspaces.baseline import BASELINE_DIR, MAX_DIFF_BYTES, TIDY_PACK_LIMIT
 from workspaces.local import LocalWorkspace
 
 
@@ -153,3 +153,54 @@ def test_a_baseline_that_cannot_be_taken_leaves_the_run_alone(ws: LocalWorkspace
     monkeypatch.setattr("workspaces.baseline._PATH", "/nonexistent")  # no git to be found
     assert ws.baseline_take() is False
     assert ws.changes() == []
+
+
+def _packs(ws: LocalWorkspace) -> int:
+    return len(list((ws.state_dir / BASELINE_DIR / "objects" / "pack").glob("*.pack")))
+
+
+def _loose(ws: LocalWorkspace) -> int:
+    objects = ws.state_dir / BASELINE_DIR / "objects"
+    return sum(1 for d in objects.glob("[0-9a-f][0-9a-f]") for _ in d.iterdir())
+
+
+def _change_large_file(ws: LocalWorkspace, i: int) -> None:
+    """A new version of a file above core.bigFileThreshold: staged, it is a pack of its own."""
+    (ws.root / "big.bin").write_bytes(os.urandom(MAX_DIFF_BYTES + 1024))
+    _write(ws, "small.txt", f"version {i}\n")
+
+
+def test_readings_of_a_changing_workspace_do_not_pile_up_objects(ws: LocalWorkspace):
+    """Each reading stages the changed files; what no reading needs any more is dropped, so
+    the repository stays near the baseline plus the last reading however many there were."""
+    _change_large_file(ws, 0)
+    ws.baseline_take()
+    most = 0
+    for i in range(1, 3 * TIDY_PACK_LIMIT):
+        _change_large_file(ws, i)
+        assert [(c.path, c.status) for c in ws.changes()] == [
+            ("big.bin", "modified"), ("small.txt", "modified"),
+        ]  # fmt: skip
+        most = max(most, _packs(ws))
+    assert most <= TIDY_PACK_LIMIT + 1  # without tidying: one pack per reading
+    assert _loose(ws) <= TIDY_PACK_LIMIT + 3  # small.txt's versions since the last tidying
+    assert ws.diff("small.txt").text.endswith(f"+version {i}\n")  # the kept index's objects
+    assert ws.diff("big.bin").summary.startswith("large file, ")
+
+
+def test_no_tidying_while_another_reading_is_under_way(ws: LocalWorkspace):
+    """A reading holds the lock shared; tidying waits for a moment when it is alone."""
+    import fcntl
+
+    _change_large_file(ws, 0)
+    ws.baseline_take()
+    with open(ws.state_dir / BASELINE_DIR / "readings.lock", "ab") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        for i in range(1, TIDY_PACK_LIMIT + 5):
+            _change_large_file(ws, i)
+            ws.changes()
+        assert _packs(ws) > TIDY_PACK_LIMIT + 1
+    _change_large_file(ws, 99)
+    assert len(ws.changes()) == 2
+    assert _packs(ws) <= 2
+    assert ws.diff("small.txt").text.endswith("+version 99\n")
