@@ -9,15 +9,15 @@ answer that generated it and never stored anywhere the page can read it again.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django import forms
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST
 
 from common.errors import InvalidInput, ServiceError
 from teams import hooks, notifications
@@ -33,7 +33,7 @@ from teams.permissions import Action
 from teams.policies import policy_for_team, policy_update
 from teams.vocabulary import NetworkAccess
 
-from .settings_pages import SettingsPage, edit_rows, settings_team
+from .settings_pages import SettingsPage, edit_rows
 
 TEMPLATE = "canvas/team_hooks.html"
 
@@ -79,10 +79,6 @@ class SandboxForm(forms.Form):
     )
 
 
-def _team(request: HttpRequest, team_id: int) -> Team:
-    return settings_team(request, team_id, Action.ADMINISTER)
-
-
 def _hook_form(hook: Hook) -> HookForm:
     # Every row's form is on the page at once: ids must differ, names stay plain.
     initial = {key: getattr(hook, key) for key in HookForm.base_fields}
@@ -118,120 +114,90 @@ def _context(
     }
 
 
-PAGE = SettingsPage(TEMPLATE, "team-hooks", _context)
+PAGE = SettingsPage(TEMPLATE, "team-hooks", _context, shown_to=Action.ADMINISTER)
 
-
-def _section(
-    request: HttpRequest, team: Team, partial: str, *, status: int = 200, **context: Any
-) -> HttpResponse:
-    """After a write (canvas.settings_pages.section_response); a new signing secret is shown
-    in this one answer, even without htmx."""
-    shows_once = bool(context.get("new_secret"))
-    return PAGE.answer(request, team, partial, status=status, shows_once=shows_once, **context)
-
-
-@login_required
-@require_GET
-def team_hooks(request: HttpRequest, team_id: int) -> HttpResponse:
-    return render(request, TEMPLATE, _context(request, _team(request, team_id)))
+team_hooks = PAGE.view()
 
 
 @login_required
 @require_POST
 def hook_add(request: HttpRequest, team_id: int) -> HttpResponse:
-    team = _team(request, team_id)
+    team = PAGE.team(request, team_id)
     form = HookForm(request.POST)
-    if not form.is_valid():
-        return _section(request, team, "hooks", status=400, add_form=form)
-    try:
-        hooks.hook_create(by=request.user, team=team, **form.cleaned_data)
-    except ServiceError as exc:
-        return _section(request, team, "hooks", status=exc.status, add_form=form, notice=exc)
-    return _section(request, team, "hooks")
+    create = partial(hooks.hook_create, by=request.user, team=team)
+    return PAGE.submit(request, team, "hooks", form, create, add_form=form)
 
 
 @login_required
 @require_POST
 def hook_edit(request: HttpRequest, team_id: int, hook_id: int) -> HttpResponse:
-    team = _team(request, team_id)
+    team = PAGE.team(request, team_id)
     form = HookForm(request.POST, auto_id=f"id_hook{hook_id}_%s")
-    if not form.is_valid():
-        return _section(request, team, "hooks", status=400, edited=(hook_id, form))
-    try:
-        hooks.hook_update(by=request.user, team=team, hook_id=hook_id, **form.cleaned_data)
-    except ServiceError as exc:
-        edited = (hook_id, form)
-        return _section(request, team, "hooks", status=exc.status, edited=edited, notice=exc)
-    return _section(request, team, "hooks")
+    update = partial(hooks.hook_update, by=request.user, team=team, hook_id=hook_id)
+    return PAGE.submit(request, team, "hooks", form, update, edited=(hook_id, form))
+
+
+def _enable(*, enabled: str | None, **target: Any) -> None:
+    if enabled not in ("true", "false"):
+        raise InvalidInput("enabled must be true or false.")
+    hooks.hook_update(enabled=enabled == "true", **target)
 
 
 @login_required
 @require_POST
 def hook_enable(request: HttpRequest, team_id: int, hook_id: int) -> HttpResponse:
     """Sets `enabled` to the posted value (not a toggle), so a repeated click is harmless."""
-    team = _team(request, team_id)
-    enabled = request.POST.get("enabled")
-    try:
-        if enabled not in ("true", "false"):
-            raise InvalidInput("enabled must be true or false.")
-        hooks.hook_update(by=request.user, team=team, hook_id=hook_id, enabled=enabled == "true")
-    except ServiceError as exc:
-        return _section(request, team, "hooks", status=exc.status, notice=exc)
-    return _section(request, team, "hooks")
+    team = PAGE.team(request, team_id)
+    enable = partial(
+        _enable, enabled=request.POST.get("enabled"), by=request.user, team=team, hook_id=hook_id
+    )
+    return PAGE.write(request, team, "hooks", enable)
 
 
 @login_required
 @require_POST
 def hook_delete(request: HttpRequest, team_id: int, hook_id: int) -> HttpResponse:
-    team = _team(request, team_id)
-    try:
-        hooks.hook_delete(by=request.user, team=team, hook_id=hook_id)
-    except ServiceError as exc:
-        return _section(request, team, "hooks", status=exc.status, notice=exc)
-    return _section(request, team, "hooks")
+    team = PAGE.team(request, team_id)
+    delete = partial(hooks.hook_delete, by=request.user, team=team, hook_id=hook_id)
+    return PAGE.write(request, team, "hooks", delete)
 
 
 @never_cache  # the answer may hold the new signing secret: no cache may keep it
 @login_required
 @require_POST
 def notification_set(request: HttpRequest, team_id: int) -> HttpResponse:
-    team = _team(request, team_id)
+    team = PAGE.team(request, team_id)
     form = NotificationForm(request.POST)
     if not form.is_valid():
-        return _section(request, team, "notifications", status=400, notify_form=form)
+        return PAGE.answer(request, team, "notifications", status=400, notify_form=form)
     try:
         info = notifications.notification_set(by=request.user, team=team, **form.cleaned_data)
     except ServiceError as exc:
-        return _section(
+        return PAGE.answer(
             request, team, "notifications", status=exc.status, notify_form=form,
             notify_notice=exc,
         )  # fmt: skip
-    return _section(request, team, "notifications", new_secret=info.secret)
+    # Shown in this one answer, even without htmx: it is never readable again.
+    return PAGE.answer(
+        request, team, "notifications", shows_once=bool(info.secret), new_secret=info.secret
+    )
 
 
 @login_required
 @require_POST
 def notification_clear(request: HttpRequest, team_id: int) -> HttpResponse:
-    team = _team(request, team_id)
-    try:
-        notifications.notification_clear(by=request.user, team=team)
-    except ServiceError as exc:
-        return _section(request, team, "notifications", status=exc.status, notify_notice=exc)
-    return _section(request, team, "notifications")
+    team = PAGE.team(request, team_id)
+    clear = partial(notifications.notification_clear, by=request.user, team=team)
+    return PAGE.write(request, team, "notifications", clear, notice_as="notify_notice")
 
 
 @login_required
 @require_POST
 def sandbox_set(request: HttpRequest, team_id: int) -> HttpResponse:
     """The team policy's network; "host" is refused (400) where the site does not allow it."""
-    team = _team(request, team_id)
+    team = PAGE.team(request, team_id)
     form = SandboxForm(request.POST)
-    if not form.is_valid():
-        return _section(request, team, "sandbox", status=400, sandbox_form=form)
-    try:
-        policy_update(by=request.user, team=team, network=form.cleaned_data["network"])
-    except ServiceError as exc:
-        return _section(
-            request, team, "sandbox", status=exc.status, sandbox_form=form, sandbox_notice=exc
-        )
-    return _section(request, team, "sandbox")
+    update = partial(policy_update, by=request.user, team=team)
+    return PAGE.submit(
+        request, team, "sandbox", form, update, notice_as="sandbox_notice", sandbox_form=form
+    )

@@ -10,13 +10,13 @@ service's own words (ranges, tool names, the host network), shown above the form
 from __future__ import annotations
 
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST
 
 from common.errors import ServiceError
 from teams.models import Team
@@ -95,11 +95,7 @@ def _context(
 PAGE = SettingsPage(TEMPLATE, "team-policy", _context)
 
 
-@login_required
-@require_GET
-def team_policy(request: HttpRequest, team_id: int) -> HttpResponse:
-    team = settings_team(request, team_id, Action.VIEW)
-    return render(request, TEMPLATE, _context(request, team))
+team_policy = PAGE.view()
 
 
 @login_required
@@ -107,12 +103,5 @@ def team_policy(request: HttpRequest, team_id: int) -> HttpResponse:
 def policy_set(request: HttpRequest, team_id: int) -> HttpResponse:
     team = settings_team(request, team_id, Action.ADMINISTER)
     form = PolicyForm(request.POST)
-    status, context = 200, {"saved": True}
-    if not form.is_valid():
-        status, context = 400, {"form": form}
-    else:
-        try:
-            policy_update(by=request.user, team=team, **form.cleaned_data)
-        except ServiceError as exc:
-            status, context = exc.status, {"form": form, "notice": exc}
-    return PAGE.answer(request, team, "policy", status=status, **context)
+    update = partial(policy_update, by=request.user, team=team)
+    return PAGE.submit(request, team, "policy", form, update, done={"saved": True}, form=form)

@@ -69,11 +69,7 @@ def _context(
 PAGE = SettingsPage(TEMPLATE, "team-profiles", _context)
 
 
-@login_required
-@require_GET
-def team_profiles(request: HttpRequest, team_id: int) -> HttpResponse:
-    team = settings_team(request, team_id, Action.VIEW)
-    return render(request, TEMPLATE, _context(request, team))
+team_profiles = PAGE.view()
 
 
 @login_required
@@ -81,10 +77,8 @@ def team_profiles(request: HttpRequest, team_id: int) -> HttpResponse:
 def profile_create(request: HttpRequest, team_id: int) -> HttpResponse:
     team = settings_team(request, team_id, Action.ADMINISTER)
     form = ProfileCreateForm(request.POST, secret_names=_secret_names(team))
-    if not form.is_valid():
-        return PAGE.answer(request, team, "profiles", status=400, add_form=form)
-    create = partial(profiles.profile_create, by=request.user, team=team, **form.cleaned_data)
-    return PAGE.write(request, team, "profiles", create, add_form=form)
+    create = partial(profiles.profile_create, by=request.user, team=team)
+    return PAGE.submit(request, team, "profiles", form, create, add_form=form)
 
 
 @login_required
@@ -97,11 +91,11 @@ def profile_edit(request: HttpRequest, team_id: int) -> HttpResponse:
     form = ProfileEditForm(
         request.POST, secret_names=_secret_names(team), auto_id=f"id_profile{index}_%s"
     )
-    if not form.is_valid():
-        return PAGE.answer(request, team, "profiles", status=400, edited=(name, form))
-    fields = {key: form.cleaned_data[key] for key in FIELDS}
-    update = partial(profiles.profile_update, by=request.user, team=team, name=name, **fields)
-    return PAGE.write(request, team, "profiles", update, edited=(name, form))
+    update = partial(profiles.profile_update, by=request.user, team=team, name=name)
+    return PAGE.submit(
+        request, team, "profiles", form, lambda **data: update(**{key: data[key] for key in FIELDS}),
+        edited=(name, form),
+    )  # fmt: skip
 
 
 @login_required

@@ -10,16 +10,20 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_POST
 
 from common.errors import ServiceError
 from orchestration import run_control
 
 from .access import Action
-from .views import DETAIL_TEMPLATE, _back, _conversation_or_404, _header_context
+from .views import (
+    DETAIL_TEMPLATE,
+    _back,
+    _conversation_or_404,
+    _header_context,
+    conversation_post,
+)
 
 
 def _run_control(
@@ -39,19 +43,6 @@ def _run_control(
     return render(request, DETAIL_TEMPLATE + "#controls", context, status=status)
 
 
-@login_required
-@require_POST
-def conversation_pause(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
-    return _run_control(request, conversation_id, run_control.conversation_pause)
-
-
-@login_required
-@require_POST
-def conversation_interrupt(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
-    return _run_control(request, conversation_id, run_control.conversation_interrupt)
-
-
-@login_required
-@require_POST
-def conversation_resume(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
-    return _run_control(request, conversation_id, run_control.conversation_run)
+conversation_pause = conversation_post(_run_control, run_control.conversation_pause)
+conversation_interrupt = conversation_post(_run_control, run_control.conversation_interrupt)
+conversation_resume = conversation_post(_run_control, run_control.conversation_run)

@@ -12,9 +12,8 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST
 
 from common.errors import ServiceError
 from teams import secrets
@@ -55,12 +54,7 @@ def _context(
 PAGE = SettingsPage(TEMPLATE, "team-secrets", _context)
 
 
-@never_cache
-@login_required
-@require_GET
-def team_secrets(request: HttpRequest, team_id: int) -> HttpResponse:
-    team = settings_team(request, team_id, Action.VIEW)
-    return render(request, TEMPLATE, _context(request, team))
+team_secrets = never_cache(PAGE.view())
 
 
 @never_cache
@@ -69,10 +63,8 @@ def team_secrets(request: HttpRequest, team_id: int) -> HttpResponse:
 def secret_create(request: HttpRequest, team_id: int) -> HttpResponse:
     team = settings_team(request, team_id, Action.ADMINISTER)
     form = SecretCreateForm(request.POST)
-    if not form.is_valid():
-        return PAGE.answer(request, team, "secrets", status=400, add_form=form)
-    create = partial(secrets.secret_create, by=request.user, team=team, **form.cleaned_data)
-    return PAGE.write(request, team, "secrets", create, add_form=form)
+    create = partial(secrets.secret_create, by=request.user, team=team)
+    return PAGE.submit(request, team, "secrets", form, create, add_form=form)
 
 
 @never_cache

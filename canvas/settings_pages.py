@@ -13,8 +13,11 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from django import forms
+from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET
 
 from common.errors import ServiceError
 from teams.models import Team
@@ -84,12 +87,28 @@ def edit_rows(
 
 @dataclass(frozen=True, slots=True)
 class SettingsPage:
-    """One settings page: its template, its url name and how it builds its context from the
-    request, the team and what a write adds (a refused form, a notice)."""
+    """One settings page: its template, its url name, how it builds its context from the
+    request, the team and what a write adds (a refused form, a notice), and who may see it."""
 
     template: str
     page: str
     context: Callable[..., dict[str, Any]]
+    shown_to: Action = Action.VIEW
+
+    def team(self, request: HttpRequest, team_id: int, action: Action | None = None) -> Team:
+        """The page's team for `action` (default: seeing the page)."""
+        return settings_team(request, team_id, action or self.shown_to)
+
+    def view(self) -> Callable[..., HttpResponse]:
+        """The page's GET view: the whole page."""
+
+        @login_required
+        @require_GET
+        def show(request: HttpRequest, team_id: int) -> HttpResponse:
+            team = self.team(request, team_id)
+            return render(request, self.template, self.context(request, team))
+
+        return show
 
     def answer(
         self, request: HttpRequest, team: Team, partial: str, *, status: int = 200,
@@ -104,12 +123,27 @@ class SettingsPage:
 
     def write(
         self, request: HttpRequest, team: Team, partial: str, service: Callable[[], object],
-        **refused: Any,
+        /, *, notice_as: str = "notice", done: dict[str, Any] | None = None, **refused: Any,
     ) -> HttpResponse:  # fmt: skip
-        """Call `service` (one write); answer with `partial`, or, when the service refuses,
-        with its status and words plus the `refused` context (the form as typed)."""
+        """Call `service` (one write); answer with `partial` (plus `done`), or, when the service
+        refuses, with its status and words (as `notice_as`, the section's notice) plus the
+        `refused` context (the form as typed)."""
         try:
             service()
         except ServiceError as exc:
-            return self.answer(request, team, partial, status=exc.status, notice=exc, **refused)
-        return self.answer(request, team, partial)
+            refused[notice_as] = exc
+            return self.answer(request, team, partial, status=exc.status, **refused)
+        return self.answer(request, team, partial, **(done or {}))
+
+    def submit(
+        self, request: HttpRequest, team: Team, partial: str, posted: forms.Form,
+        service: Callable[..., object], /, **options: Any,
+    ) -> HttpResponse:  # fmt: skip
+        """`write` for a posted form: one that does not hold answers 400 with its own
+        errors; one that does calls `service(**form.cleaned_data)`. `options` as for `write`,
+        the refused context included (it should hold the form)."""
+        if not posted.is_valid():
+            refused = {k: v for k, v in options.items() if k not in ("notice_as", "done")}
+            return self.answer(request, team, partial, status=400, **refused)
+        data = posted.cleaned_data
+        return self.write(request, team, partial, lambda: service(**data), **options)

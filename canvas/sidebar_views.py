@@ -4,13 +4,14 @@ kept live by polling; and archiving (with confirmation in the page) and restorin
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 from django_htmx.http import HttpResponseClientRedirect
 
 from common.errors import ServiceError
@@ -18,7 +19,7 @@ from orchestration import archive, erase
 
 from .access import Action
 from .sidebar import SIDEBAR_TEMPLATE, sidebar_context
-from .views import _conversation_or_404
+from .views import _conversation_or_404, conversation_post
 
 
 @login_required
@@ -30,7 +31,11 @@ def conversation_sidebar(request: HttpRequest) -> HttpResponse:
 
 
 def _archiving(
-    request: HttpRequest, conversation_id: uuid.UUID, service, *, gone: bool = False
+    request: HttpRequest,
+    conversation_id: uuid.UUID,
+    service: Callable[..., None],
+    *,
+    gone: bool = False,
 ) -> HttpResponse:
     """Run an archive, restore or delete service; `gone`: the conversation no longer exists
     after it (a page showing it moves to the list)."""
@@ -54,19 +59,6 @@ def _archiving(
     return redirect("conversation-list")
 
 
-@login_required
-@require_POST
-def conversation_archive(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
-    return _archiving(request, conversation_id, archive.conversation_archive)
-
-
-@login_required
-@require_POST
-def conversation_restore(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
-    return _archiving(request, conversation_id, archive.conversation_restore)
-
-
-@login_required
-@require_POST
-def conversation_delete(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
-    return _archiving(request, conversation_id, erase.conversation_delete, gone=True)
+conversation_archive = conversation_post(_archiving, archive.conversation_archive)
+conversation_restore = conversation_post(_archiving, archive.conversation_restore)
+conversation_delete = conversation_post(_archiving, erase.conversation_delete, gone=True)

@@ -9,6 +9,7 @@ service's status.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
@@ -44,6 +45,22 @@ LIST_LIMIT = 200
 def _conversation_or_404(request: HttpRequest, conversation_id: uuid.UUID, action: Action):
     with http_errors():
         return conversation_for(request.user, conversation_id, action)
+
+
+Handler = Callable[..., HttpResponse]
+"""`handler(request, conversation_id, service, **options)`: one POST edge's shape."""
+
+
+def conversation_post(handler: Handler, service: Callable[..., None], **options: Any):
+    """A signed-in POST view on one conversation that hands `service` to `handler`; the run
+    control and archiving buttons are one each."""
+
+    @login_required
+    @require_POST
+    def view(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+        return handler(request, conversation_id, service, **options)
+
+    return view
 
 
 def _can_act(request: HttpRequest, conversation: Conversation) -> bool:
