@@ -1,6 +1,7 @@
 """Accessibility in a real browser: axe-core finds no serious or critical violation on the main
 pages (login, the conversation list and its sidebar, a conversation after a scripted run with
-each side-panel tab, the approvals page, every team settings page).
+each side-panel tab, the approvals page, every team settings page), on a 1280 px wide screen
+and on a 390 px wide phone, where nothing may make the page wider than the screen either.
 
 axe-core is the copy bundled by the PyPI package axe-playwright-python (installed from the
 `test` extra), injected as a script tag. The site's CSP forbids inline scripts and eval, so this
@@ -25,6 +26,7 @@ server = live.server
 browser = live.browser
 
 BLOCKING = ("serious", "critical")
+WIDE, PHONE = 1280, 390
 TEAM_URL = re.compile(r"/teams/(\d+)/$")
 SCRIPT = json.dumps(
     {
@@ -43,15 +45,46 @@ SCRIPT = json.dumps(
 @pytest.fixture
 def context(browser, server):
     context = browser.new_context(
-        base_url=server, viewport={"width": 1280, "height": 900}, bypass_csp=True
+        base_url=server, viewport={"width": WIDE, "height": 900}, bypass_csp=True
     )
     yield context
     context.close()
 
 
+WIDER_THAN_SCREEN = """() => {
+  const past = (el) => el.getBoundingClientRect().right > document.documentElement.clientWidth + 0.5;
+  return Array.from(document.querySelectorAll("body *"))
+    .filter((el) => past(el) && !past(el.parentElement))
+    .slice(0, 5).map((el) => `${Math.round(el.getBoundingClientRect().right)}px: ${el.outerHTML.slice(0, 120)}`);
+}"""
+"""The first few elements reaching past the screen's right edge inside a parent that does not,
+for the failure message."""
+
+
+def _set_width(page, width: int) -> None:
+    page.set_viewport_size({"width": width, "height": 900})
+    page.wait_for_function("w => document.documentElement.clientWidth === w", arg=width)
+
+
 def _violations(page, name: str) -> list[str]:
-    """Run axe-core on what `page` shows now; one readable line block per serious or critical
-    violation, headed by `name`."""
+    """Run axe-core on what `page` shows now, wide and then on a phone; one readable line
+    block per serious or critical violation (or, on the phone, a page wider than the screen),
+    headed by `name`. Leaves the page wide."""
+    found = _axe(page, name)
+    _set_width(page, PHONE)
+    try:
+        width = page.evaluate("() => document.scrollingElement.scrollWidth")
+        if width > PHONE:
+            past = "\n".join(f"    {html}" for html in page.evaluate(WIDER_THAN_SCREEN))
+            found.append(f"{name} at {PHONE}px: the page is {width}px wide\n{past}")
+        found += _axe(page, f"{name} at {PHONE}px")
+    finally:
+        _set_width(page, WIDE)
+    return found
+
+
+def _axe(page, name: str) -> list[str]:
+    """axe-core's serious and critical violations on what `page` shows now."""
     # Checked when no htmx request is in flight: a request dims its form's button meanwhile.
     page.wait_for_function("() => !document.querySelector('.htmx-request')")
     if not page.evaluate("typeof window.axe !== 'undefined'"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.browser import test_live_run as live
 from tests.browser.test_live_run import DETAIL_URL, wait_for_status
@@ -39,9 +40,15 @@ FIRST = script(
 )
 """Writes the files the API test's workspace starts with."""
 WAIT_FOR_GO = "while [ ! -e go ]; do sleep 0.1; done; rm go"
-SECOND = script({"tool": "terminal", "args": {"command": WAIT_FOR_GO}}, *EDITS, FINISH)
+COLOURED = "printf '\\033[31mred\\033[0m plain\\n'"
+SECOND = script(
+    {"tool": "terminal", "args": {"command": WAIT_FOR_GO}},
+    *EDITS,
+    {"tool": "terminal", "args": {"command": COLOURED}},
+    FINISH,
+)
 """Waits until the test says go (the page is open and shows no change yet), then makes the API
-test's changes on top of FIRST's files."""
+test's changes on top of FIRST's files and prints a coloured word."""
 
 EXPECTED = {  # path: (status letter, added, removed)
     "edit.py": ("M", "+1", "−1"),
@@ -140,13 +147,18 @@ def test_changes_files_and_archive_after_a_run_and_the_layout_fits(page, server,
     assert code.locator("span.nb", has_text="print").count() == 1
     assert page.locator("#tab-files").get_attribute("aria-selected") == "true"
 
-    # Terminal: the commands as one console.
+    # Terminal: the commands as one console, colours as the stream shows them.
     page.click("#tab-terminal")
     page.locator("#panel-body .console").wait_for()
     assert page.locator("#panel-body .console-command").all_inner_texts() == [
         f"$ {WAIT_FOR_GO}",
         "$ rm old.txt && printf 'a\\nb\\nc\\n' > notes.txt",
+        f"$ {COLOURED}",
     ]
+    red = page.locator("#panel-body .console span.ansi-fg-1")
+    expect(red).to_have_text("red")
+    expect(red).to_have_css("color", "rgb(255, 123, 114)")  # panels.css, on the dark console
+    assert "\x1b" not in page.locator("#panel-body .console").inner_text()
 
     # Three regions side by side on a wide screen, stacked on a phone, never wider than it.
     page.click("#tab-changes")
