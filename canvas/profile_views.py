@@ -23,10 +23,11 @@ from orchestration.profile_checks import profile_check_get, profile_check_start
 from teams import profiles, secrets
 from teams.models import ModelProfile, Team
 from teams.permissions import Action
+from teams.services import team_settings_update
 
 from .access import http_errors
 from .settings_pages import SettingsPage, administers, edit_rows, posted_name, settings_team
-from .team_forms import ProfileCreateForm, ProfileEditForm, provider_split
+from .team_forms import ProfileCreateForm, ProfileEditForm, TitlesForm, provider_split
 
 TEMPLATE = "canvas/team_profiles.html"
 FIELDS = ("model", "api_base", "api_key_secret", "max_input_tokens", "temperature")
@@ -47,6 +48,8 @@ def _edit_form(profile: ModelProfile, index: int, names: list[str]) -> ProfileEd
 def _context(
     request: HttpRequest, team: Team, *, add_form: ProfileCreateForm | None = None,
     edited: tuple[str, ProfileEditForm] | None = None, notice: ServiceError | None = None,
+    titles_form: TitlesForm | None = None, titles_notice: ServiceError | None = None,
+    titles_saved: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
     names = _secret_names(team)
     rows = edit_rows(
@@ -63,6 +66,9 @@ def _context(
         "can_administer": administers(request, team),
         "add_form": add_form or ProfileCreateForm(secret_names=names),
         "notice": notice,
+        "titles_form": titles_form or TitlesForm(initial={"model_titles": team.model_titles}),
+        "titles_notice": titles_notice,
+        "titles_saved": titles_saved,
     }
 
 
@@ -109,6 +115,19 @@ def profile_delete(request: HttpRequest, team_id: int) -> HttpResponse:
         "profiles",
         partial(profiles.profile_delete, by=request.user, team=team, name=name),
     )
+
+
+@login_required
+@require_POST
+def profile_titles(request: HttpRequest, team_id: int) -> HttpResponse:
+    """Whether new conversations get a short title from their own model."""
+    team = settings_team(request, team_id, Action.ADMINISTER)
+    form = TitlesForm(request.POST)
+    update = partial(team_settings_update, by=request.user, team=team)
+    return PAGE.submit(
+        request, team, "titles", form, update, notice_as="titles_notice",
+        done={"titles_saved": True}, titles_form=form,
+    )  # fmt: skip
 
 
 def _check(request: HttpRequest, team: Team, check_id: str) -> HttpResponse:

@@ -216,3 +216,12 @@ class ProfileCreateForm(ProfileForm):
 
 class ProfileEditForm(ProfileForm):
     name = forms.CharField(max_length=100, widget=forms.HiddenInput)
+
+
+class TitlesForm(forms.Form):
+    model_titles = forms.BooleanField(
+        required=False, label="Ask each conversation's model for a short title",
+        help_text="One small call per new conversation, on a worker, after the team's prompt "
+        "hooks have passed its first message; its cost counts toward the team's budget. "
+        "Off: the title is the prompt's first line.",
+    )  # fmt: skip

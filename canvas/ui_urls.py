@@ -81,6 +81,7 @@ team_urls = [
     path("profiles/edit", profile_views.profile_edit, name="team-profile-edit"),
     path("profiles/delete", profile_views.profile_delete, name="team-profile-delete"),
     path("profiles/test", profile_views.profile_test, name="team-profile-test"),
+    path("profiles/titles", profile_views.profile_titles, name="team-profile-titles"),
     path(
         "profiles/checks/<segment:check_id>", profile_views.profile_check, name="team-profile-check"
     ),

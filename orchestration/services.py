@@ -148,7 +148,7 @@ def _agent_config(*, team: Team, model: str, requested: dict[str, Any]) -> Agent
     )
 
 
-def _redacted_title(team: Team, text: str) -> str:
+def redacted_title(team: Team, text: str) -> str:
     """Titles live on the row, outside the log's door, so they get the same redaction."""
     redactor = redactor_for_team(team.pk, team.secrets_version)
     return (redactor.redact(text) if redactor is not None else text)[:200]
@@ -188,7 +188,7 @@ def conversation_create(
     conversation = Conversation(
         owner=owner, team=chosen, model=model, agent_config=config.model_dump(mode="json")
     )
-    conversation.title = _redacted_title(chosen, title or default_title(prompt))
+    conversation.title = redacted_title(chosen, title or default_title(prompt))
     conversation.workspace_path = str(
         _workspace_path(
             workspace,
@@ -236,7 +236,7 @@ def conversation_rename(
         if not role_allows(team_role(by, conversation.team_id), Action.ACT):
             raise Forbidden("your role in this team does not allow renaming conversations.")
         previous = conversation.title
-        conversation.title = _redacted_title(conversation.team, text)
+        conversation.title = redacted_title(conversation.team, text)
         conversation.save(update_fields=["title", "updated_at"])
         audit_record(
             actor=by, kind="conversation.renamed", team=conversation.team_id,

@@ -11,6 +11,7 @@ from django.conf import settings
 from .chain.transient import TRANSIENT_FAULTS
 from .control.notify_tasks import notify_webhook  # noqa: F401
 from .profile_checks import CALL_TIMEOUT_SECONDS, PROFILE_CHECK_TASK
+from .title_model import TITLE_TASK
 from .tools.terminal import MAX_TIMEOUT_SECONDS
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,18 @@ def profile_check(*, team_id: int, name: str, check_id: str) -> None:
     from .profile_checks import profile_check_run
 
     profile_check_run(team_id=team_id, name=name, check_id=check_id)
+
+
+@shared_task(
+    name=TITLE_TASK, ignore_result=True, acks_late=False,
+    soft_time_limit=CALL_TIMEOUT_SECONDS + 15, time_limit=CALL_TIMEOUT_SECONDS + 30,
+)  # fmt: skip
+def write_title(conversation_id: str) -> None:
+    """A short title from the conversation's own model (orchestration.title_model). Not
+    acknowledged late: a title lost with its worker leaves the default one."""
+    from .title_model import title_write
+
+    title_write(conversation_id)
 
 
 @shared_task(name="orchestration.sweep_runs", ignore_result=True)

@@ -55,3 +55,22 @@ def default_title(prompt: str) -> str:
 def clean_title(title: str) -> str:
     """A title a person typed: one line, spaces collapsed ("" when nothing is left)."""
     return " ".join(title.split())
+
+
+TITLE_INSTRUCTION = (
+    "Write a title of at most eight words for a conversation that starts with the user's "
+    "message below. Answer with the title only: no quotes, no final period."
+)
+"""The system message of a model-title request (orchestration.title_model); the scripted
+model recognises it."""
+TITLE_PROMPT_CHARS = 4000
+"""How much of the first prompt a model-title request sends."""
+
+
+def model_title(answer: str | None) -> str:
+    """A model's answer to TITLE_INSTRUCTION as a title: its first line of words, without
+    quotes, a label ("Title:") or a final period, cut like a default title ("" for none)."""
+    line = _first_line(answer or "")
+    line = re.sub(r"^title\s*:\s*", "", line, flags=re.IGNORECASE)
+    line = line.strip("\"'“”‘’ ").rstrip(".")
+    return _cut(line, TITLE_WORDS_CHARS)

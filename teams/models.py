@@ -22,6 +22,11 @@ class Team(models.Model):
     secrets_version = models.PositiveIntegerField(
         default=0, help_text="Bumped on every secret change so caches of values can tell."
     )
+    model_titles = models.BooleanField(
+        default=False,
+        help_text="New conversations get a short title written by their own model (one small "
+        "call on a worker) instead of the prompt's first line.",
+    )
 
     class Meta:
         ordering = ["name"]

@@ -52,6 +52,23 @@ def team_create(*, user, name: str) -> Team:
     return team
 
 
+def team_settings_update(*, by, team: Team, model_titles: bool) -> Team:
+    """The team's own settings (admins and owners): whether new conversations get a title
+    from their model. Audited with what changed."""
+    if not role_allows(team_role(by, team.pk), Action.ADMINISTER):
+        raise Forbidden("only the team's admins and owners change its settings.")
+    with transaction.atomic():
+        row = Team.objects.select_for_update().get(pk=team.pk)
+        if row.model_titles != model_titles:
+            row.model_titles = model_titles
+            row.save(update_fields=["model_titles"])
+            audit_record(
+                actor=by, kind="team.settings_changed", team=row, target=row.name,
+                data={"model_titles": model_titles},
+            )  # fmt: skip
+    return row
+
+
 def team_default_for(user) -> Team | None:
     """The team a request that names none goes to: the default membership, else the only one."""
     memberships = Membership.objects.filter(user=user).select_related("team")

@@ -100,6 +100,7 @@ BODY = {
     "text": "hello", "prompt": "hello", "username": "mallory", "role": "member",
     "name": "NEW_NAME", "value": "new-value", "description": "d", "model": "openai/x",
     "reason": "r", "event": "Stop", "command": "true", "url": "https://example.com/notify",
+    "model_titles": True,
 }  # fmt: skip
 """One body that is valid for every write route, so refusals are about access, not input."""
 

@@ -11,7 +11,7 @@ from pydantic import Field
 from common.inputs import Key, Offset, Text
 from teams import services
 from teams.audit import audit_records
-from teams.models import Membership, TeamInvitation
+from teams.models import Membership, Team, TeamInvitation
 from teams.permissions import Action, team_role, teams_for
 
 from . import ERRORS
@@ -28,6 +28,13 @@ class TeamOut(Schema):
     id: int
     name: str
     role: str | None = None
+    model_titles: bool = Field(
+        default=False, description="New conversations get a short title from their model."
+    )
+
+
+class TeamSettingsIn(Schema):
+    model_titles: bool
 
 
 class InvitationIn(Schema):
@@ -83,15 +90,30 @@ def invitation_out(i: TeamInvitation) -> dict:
 @router.post("", response={201: TeamOut, **ERRORS})
 def team_create(request: HttpRequest, body: TeamIn):
     team = services.team_create(user=request.user, name=body.name)
-    return Status(201, {"id": team.pk, "name": team.name, "role": "owner"})
+    return Status(201, _team(team, "owner"))
+
+
+def _team(team: Team, role: str | None) -> dict:
+    return {"id": team.pk, "name": team.name, "role": role, "model_titles": team.model_titles}
 
 
 @router.get("", response={200: list[TeamOut], **ERRORS})
 def team_list(request: HttpRequest):
-    return [
-        {"id": t.pk, "name": t.name, "role": team_role(request.user, t.pk)}
-        for t in teams_for(request.user)
-    ]
+    return [_team(t, team_role(request.user, t.pk)) for t in teams_for(request.user)]
+
+
+@router.get("/{team_id}", response={200: TeamOut, **ERRORS})
+def team_get(request: HttpRequest, team_id: int):
+    team = services.team_get_for(request.user, team_id, Action.VIEW)
+    return _team(team, team_role(request.user, team.pk))
+
+
+@router.patch("/{team_id}", response={200: TeamOut, **ERRORS})
+def team_settings_update(request: HttpRequest, team_id: int, body: TeamSettingsIn):
+    """The team's settings (admins and owners; audited)."""
+    team = services.team_get_for(request.user, team_id, Action.ADMINISTER)
+    team = services.team_settings_update(by=request.user, team=team, **body.model_dump())
+    return _team(team, team_role(request.user, team.pk))
 
 
 @router.get("/{team_id}/members", response={200: list[MemberOut], **ERRORS})

@@ -41,6 +41,7 @@ from ..control import hook_points
 from ..control.confirmation import assess, needs_confirmation
 from ..control.notify import notify_status_on_commit
 from ..control.prompt_check import prompt_check
+from ..title_model import title_request
 from ..tools.base import Tool, ToolContext, team_secrets, tool_schema
 from ..tools.registry import tools_for
 from .agent import AgentConfig
@@ -265,6 +266,7 @@ class SliceRunner:
                 self.end(Status.ERROR, check.end_reason, *check.events)
                 return False
             self.append(check.events)
+            title_request(self.conversation_id)  # only now may a model read the prompt
         return True
 
     def step(self) -> bool:

@@ -1,7 +1,7 @@
 """Deterministic models served through LiteLLM's custom-provider hook.
 
 `canvas/scripted` plays a script given as the first user message; `canvas/demo` plays a
-built-in one. Both are stateless: the next turn is derived from how many assistant messages
+built-in one. A title request (orchestration.title_model) gets the script's "title". Both are stateless: the next turn is derived from how many assistant messages
 the request already holds, so any worker can serve any step.
 """
 
@@ -14,11 +14,17 @@ from typing import Any
 from litellm import CustomLLM, ModelResponse
 from litellm.types.utils import ChatCompletionMessageToolCall, Choices, Function, Message
 
+from ..titles import TITLE_INSTRUCTION
+
 NOT_A_SCRIPT = (
     "I am the scripted test model. Send a JSON object as the first message, like "
     '{"script": [{"tool": "think", "args": {"thought": "hi"}}, {"say": "done"}]}, '
     "and I will play it turn by turn."
 )
+
+DEMO_TITLE = "FizzBuzz, written and fixed"
+NO_TITLE = "A scripted run"
+"""A title request's answer when the script has no "title"."""
 
 DEMO_DONE = (
     "I am the built-in demo model and only know the one walkthrough you just saw. "
@@ -102,9 +108,23 @@ def _parse_script(text: str) -> list[dict[str, Any]] | None:
     return None
 
 
+def _title(model: str, prompt: str) -> str:
+    """The answer to a title request: the script's "title", if it gives one."""
+    if model.endswith("demo"):
+        return DEMO_TITLE
+    try:
+        data = json.loads(prompt)
+    except (TypeError, ValueError):
+        data = None
+    title = data.get("title") if isinstance(data, dict) else None
+    return title if isinstance(title, str) else NO_TITLE
+
+
 def next_turn(model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
     """The turn to play for this request."""
     prompt = _first_user_text(messages)
+    if messages and messages[0].get("content") == TITLE_INSTRUCTION:
+        return {"say": _title(model, prompt)}
     script = demo_script(prompt) if model.endswith("demo") else _parse_script(prompt)
     if script is None:
         return {"say": NOT_A_SCRIPT}
