@@ -15,7 +15,7 @@ TEST_INSTALLED := $(VENV)/.installed-test-$(DEPS_SUM)
 # setuptools warns about editable installs at every build; nothing to act on here.
 PIP_INSTALL := PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet
 
-.PHONY: up test install install-test services lint bench
+.PHONY: up test install install-test services docker-engine lint bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +46,17 @@ services:
 	@redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 || redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no
 	@for i in $$(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 && exit 0; sleep 1; done; echo "Postgres/Redis did not come up" >&2; exit 1
 
-test: install-test services
+# A Docker engine for the Docker workspace tests (workspaces/docker.py): Debian's docker.io when
+# none answers, its dockerd started in the background (log in /tmp/canvas-dockerd.log); Debian's
+# busybox-static and bash-static build the test image locally (tests/docker_images.py), since no
+# image registry is needed or reached.
+docker-engine:
+	@docker info >/dev/null 2>&1 || command -v dockerd >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null)
+	@docker info >/dev/null 2>&1 || (nohup dockerd >/tmp/canvas-dockerd.log 2>&1 &)
+	@for i in $$(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done; docker info >/dev/null 2>&1 || { echo "the Docker engine did not come up (see /tmp/canvas-dockerd.log)" >&2; exit 1; }
+	@dpkg -s busybox-static bash-static >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static bash-static >/dev/null)
+
+test: install-test services docker-engine
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) LITELLM_LOCAL_MODEL_COST_MAP=True \
 		$(PY) -m pytest $(PYTEST_ARGS)
 
