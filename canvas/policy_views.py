@@ -40,9 +40,9 @@ def _shown(key: str, value: Any) -> str:
         return Risk(value).label
     if key == "network":
         return NetworkAccess(value).label
-    if key in ("allowed_tools", "allowed_agent_kinds"):
+    if key in ("allowed_tools", "allowed_agent_kinds", "allowed_workspace_kinds", "allowed_images"):
         if value is None:
-            return "all"
+            return "all the site offers" if key == "allowed_images" else "all"
         return ", ".join(value) if value else "none (the two lists share no name)"
     if value is None:
         return "no limit"

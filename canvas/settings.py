@@ -5,6 +5,7 @@ channel layer and an in-memory Celery broker served by a worker inside the serve
 Setting them gives production: Postgres holds the log, Redis carries tasks and fan-out.
 """
 
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -180,6 +181,19 @@ CANVAS_UNSANDBOXED_COMMANDS = _env_bool("CANVAS_UNSANDBOXED_COMMANDS", EMBEDDED)
 # A team policy's network="host" reaches the host's own services (Postgres, Redis) too.
 CANVAS_SANDBOX_ALLOW_HOST_NETWORK = _env_bool("CANVAS_SANDBOX_ALLOW_HOST_NETWORK", False)
 CANVAS_SANDBOX_READONLY_PATHS = _env_list("CANVAS_SANDBOX_READONLY_PATHS", "")
+# Docker workspaces (workspaces/docker.py): the default image, the images teams may choose
+# from (a policy's allowed_images narrows this list), and the site's resource limits, which a
+# team policy may only lower. Empty limits: no limit of the site's own.
+CANVAS_DOCKER_IMAGE = os.environ.get("CANVAS_DOCKER_IMAGE", "canvas-sandbox:latest")
+CANVAS_DOCKER_IMAGES = _env_list("CANVAS_DOCKER_IMAGES", "") or [CANVAS_DOCKER_IMAGE]
+CANVAS_DOCKER_CPUS = float(os.environ.get("CANVAS_DOCKER_CPUS") or 2) or None
+CANVAS_DOCKER_MEMORY_MB = int(os.environ.get("CANVAS_DOCKER_MEMORY_MB") or 2048) or None
+CANVAS_DOCKER_PIDS = int(os.environ.get("CANVAS_DOCKER_PIDS") or 512) or None
+# Git sources (workspaces/sources.py): repositories checked out as worktrees by name (JSON
+# {"name": "/path/to/repo"}), and the folders local repositories may be cloned from (none by
+# default: the worker's disk holds other teams' workspaces).
+CANVAS_GIT_REPOS = json.loads(os.environ.get("CANVAS_GIT_REPOS") or "{}")
+CANVAS_GIT_LOCAL_ROOTS = _env_list("CANVAS_GIT_LOCAL_ROOTS", "")
 # Recovery time: a dead runner's run continues at most lease + sweep seconds after its last
 # renewal, a lost slice message within two sweep periods; 10 + 5 puts every run back to work
 # within 15 s of Redis or Postgres returning (orchestration/chain/sweep.py).
@@ -187,6 +201,7 @@ CANVAS_LEASE_SECONDS = float(os.environ.get("CANVAS_LEASE_SECONDS", "10"))
 CANVAS_SLICE_STEPS = int(os.environ.get("CANVAS_SLICE_STEPS", "5"))
 CANVAS_SLICE_SECONDS = float(os.environ.get("CANVAS_SLICE_SECONDS", "10"))
 CANVAS_SWEEP_SECONDS = float(os.environ.get("CANVAS_SWEEP_SECONDS", "5"))
+CANVAS_CONTAINER_SWEEP_SECONDS = float(os.environ.get("CANVAS_CONTAINER_SWEEP_SECONDS", "300"))
 # One run_slice task runs its conversation's next slices itself for this long before sending
 # the next one to the back of the queue: a busy run keeps its place, and no run holds a worker
 # slot much longer than this while others wait.
@@ -232,7 +247,13 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": CANVAS_SWEEP_SECONDS,
         # A sweep that waited a whole period in the queue (the broker was down) is superseded.
         "options": {"expires": CANVAS_SWEEP_SECONDS},
-    }
+    },
+    # Containers whose conversation is closed or gone (workspaces/docker.py sweep_orphans).
+    "sweep-orphan-containers": {
+        "task": "orchestration.sweep_containers",
+        "schedule": CANVAS_CONTAINER_SWEEP_SECONDS,
+        "options": {"expires": CANVAS_CONTAINER_SWEEP_SECONDS},
+    },
 }
 
 # --- Auth, static, i18n ---------------------------------------------------------------------

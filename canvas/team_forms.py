@@ -112,6 +112,16 @@ def _names(text: str) -> list[str]:
     return [name for name in re.split(r"[\s,]+", text) if name]
 
 
+class _NameList(forms.CharField):
+    """A list of names written as text; shown from the policy's list as that text."""
+
+    def prepare_value(self, value):
+        return ", ".join(value) if isinstance(value, list | tuple) else value
+
+    def clean(self, value) -> list[str]:
+        return _names(super().clean(value))
+
+
 class PolicyForm(forms.Form):
     """The whole team policy, as the API's PUT takes it: a field left empty is "no limit" (or
     "all" for a list). Ranges and names are teams.policies' rules, in its words."""
@@ -139,6 +149,21 @@ class PolicyForm(forms.Form):
         required=False, label="Runs at once", widget=_unlimited()
     )
     network = forms.ChoiceField(choices=NetworkAccess.choices, label="Network for commands")
+    allowed_workspace_kinds = _NameList(
+        max_length=200, required=False, label="Workspace kinds",
+        widget=forms.TextInput(attrs={"placeholder": "all kinds (local, docker)"}),
+    )  # fmt: skip
+    allowed_images = _NameList(
+        max_length=2000, required=False, label="Docker images",
+        widget=forms.TextInput(attrs={"placeholder": "every image the site offers"}),
+    )  # fmt: skip
+    docker_cpus = forms.FloatField(required=False, label="CPUs per container", widget=_unlimited())
+    docker_memory_mb = forms.IntegerField(
+        required=False, label="Memory per container (MB)", widget=_unlimited()
+    )
+    docker_pids = forms.IntegerField(
+        required=False, label="Processes per container", widget=_unlimited()
+    )
 
     def clean_allowed_tools(self) -> list[str]:
         return _names(self.cleaned_data["allowed_tools"])

@@ -25,10 +25,10 @@ from django.http import HttpRequest, StreamingHttpResponse
 from common.errors import InvalidInput, NotFound, ServiceError
 from conversations.models import Conversation
 from conversations.redaction import redactor_for_team
+from orchestration.workspace import workspace_of
 from teams.models import Team
-from workspaces.base import DirEntry, FileChange, FileDiff, FileView, Workspace, WorkspacePathError
+from workspaces.base import DirEntry, FileChange, FileDiff, FileView, WorkspacePathError
 from workspaces.baseline import BaselineError
-from workspaces.local import workspace_for
 
 logger = logging.getLogger(__name__)
 
@@ -52,10 +52,6 @@ class FilesAt:
     def parent(self) -> str | None:
         """The folder above, "" for the root's children; None at the root."""
         return self.path.rpartition("/")[0] if self.path else None
-
-
-def workspace_of(conversation: Conversation) -> Workspace:
-    return workspace_for(str(conversation.pk), conversation.workspace_path or None)
 
 
 @contextlib.contextmanager

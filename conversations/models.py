@@ -35,6 +35,16 @@ class Conversation(models.Model):
     )
     model = models.CharField(max_length=200, help_text="Model profile name.")
     workspace_path = models.CharField(max_length=1000)
+    workspace_spec = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="workspaces.spec.WorkspaceSpec: kind, git source, image; {} is local, empty.",
+    )
+    closed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Closed: no new runs, its container removed; the folder stays until deleted.",
+    )
     agent_config = models.JSONField(default=dict, blank=True)
 
     tokens_in = models.BigIntegerField(default=0)

@@ -198,6 +198,21 @@ class Policy(models.Model):
         default=NetworkAccess.NONE,
         help_text="Network for sandboxed commands; host needs CANVAS_SANDBOX_ALLOW_HOST_NETWORK.",
     )
+    allowed_workspace_kinds = models.JSONField(
+        default=list, blank=True, help_text="Workspace kinds (local, docker); empty allows all."
+    )
+    allowed_images = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Docker images; empty allows every image the site lists (CANVAS_DOCKER_IMAGES).",
+    )
+    docker_cpus = models.FloatField(null=True, blank=True, help_text="CPUs per container.")
+    docker_memory_mb = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Memory per container, MB."
+    )
+    docker_pids = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Processes per container."
+    )
     updated_at = models.DateTimeField(auto_now=True)
     updated_by = _updated_by()
 

@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from common.errors import Forbidden, InvalidInput
+from workspaces.spec import IMAGE_NAME, KINDS
 
 from .audit import audit_record
 from .models import Policy, Team
@@ -56,12 +57,28 @@ class EffectivePolicy:
     network: str = NetworkAccess.NONE.value
     """What sandboxed commands (terminal, hooks) may reach; workspaces.sandbox has the last
     word ("host" needs the site's CANVAS_SANDBOX_ALLOW_HOST_NETWORK)."""
+    allowed_workspace_kinds: tuple[str, ...] | None = None
+    allowed_images: tuple[str, ...] | None = None
+    """Docker images, within the site's CANVAS_DOCKER_IMAGES (None: all of those)."""
+    docker_cpus: float | None = None
+    docker_memory_mb: int | None = None
+    docker_pids: int | None = None
+    """A container's limits; the site's CANVAS_DOCKER_* cap them too
+    (orchestration.workspace.container_limits)."""
 
     def tool_allowed(self, name: str) -> bool:
         return self.allowed_tools is None or name in self.allowed_tools
 
     def agent_kind_allowed(self, kind: str) -> bool:
         return self.allowed_agent_kinds is None or kind in self.allowed_agent_kinds
+
+    def workspace_kind_allowed(self, kind: str) -> bool:
+        return self.allowed_workspace_kinds is None or kind in self.allowed_workspace_kinds
+
+    def images(self) -> tuple[str, ...]:
+        """The Docker images this team may use: the site's list, narrowed by the policy."""
+        site = tuple(settings.CANVAS_DOCKER_IMAGES)
+        return _intersect(site, self.allowed_images) or ()
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly: tuples as lists, money as floats."""
@@ -78,7 +95,7 @@ def stricter_rank(a: str, b: str, ranks: Mapping[str, int]) -> str:
     return a if ranks[a] >= ranks[b] else b
 
 
-def _min_set(a, b):
+def min_limit(a, b):
     """The smaller limit; None (unlimited) never wins over a number."""
     if a is None:
         return b
@@ -112,6 +129,11 @@ def _from_row(row: Policy) -> EffectivePolicy:
         max_cost_per_month_usd=row.max_cost_per_month_usd,
         max_concurrent_runs=row.max_concurrent_runs,
         network=row.network,
+        allowed_workspace_kinds=_allow_list(row.allowed_workspace_kinds),
+        allowed_images=_allow_list(row.allowed_images),
+        docker_cpus=row.docker_cpus,
+        docker_memory_mb=row.docker_memory_mb,
+        docker_pids=row.docker_pids,
     )
 
 
@@ -124,11 +146,16 @@ def combine(a: EffectivePolicy, b: EffectivePolicy) -> EffectivePolicy:
         risk_threshold=stricter_rank(a.risk_threshold, b.risk_threshold, THRESHOLD_RANK),
         allowed_tools=_intersect(a.allowed_tools, b.allowed_tools),
         allowed_agent_kinds=_intersect(a.allowed_agent_kinds, b.allowed_agent_kinds),
-        max_iterations_per_run=_min_set(a.max_iterations_per_run, b.max_iterations_per_run),
-        max_cost_per_run_usd=_min_set(a.max_cost_per_run_usd, b.max_cost_per_run_usd),
-        max_cost_per_month_usd=_min_set(a.max_cost_per_month_usd, b.max_cost_per_month_usd),
-        max_concurrent_runs=_min_set(a.max_concurrent_runs, b.max_concurrent_runs),
+        max_iterations_per_run=min_limit(a.max_iterations_per_run, b.max_iterations_per_run),
+        max_cost_per_run_usd=min_limit(a.max_cost_per_run_usd, b.max_cost_per_run_usd),
+        max_cost_per_month_usd=min_limit(a.max_cost_per_month_usd, b.max_cost_per_month_usd),
+        max_concurrent_runs=min_limit(a.max_concurrent_runs, b.max_concurrent_runs),
         network=stricter_rank(a.network, b.network, NETWORK_RANK),
+        allowed_workspace_kinds=_intersect(a.allowed_workspace_kinds, b.allowed_workspace_kinds),
+        allowed_images=_intersect(a.allowed_images, b.allowed_images),
+        docker_cpus=min_limit(a.docker_cpus, b.docker_cpus),
+        docker_memory_mb=min_limit(a.docker_memory_mb, b.docker_memory_mb),
+        docker_pids=min_limit(a.docker_pids, b.docker_pids),
     )
 
 
@@ -243,7 +270,7 @@ def tighten(effective: EffectivePolicy, requested: Mapping[str, Any]) -> dict[st
             )
         out["max_iterations"] = iterations
     else:
-        out["max_iterations"] = _min_set(limit, settings.CANVAS_MAX_ITERATIONS)
+        out["max_iterations"] = min_limit(limit, settings.CANVAS_MAX_ITERATIONS)
 
     run_limit = effective.max_cost_per_run_usd
     cost = requested.get("max_cost_usd")
@@ -276,8 +303,13 @@ def tighten(effective: EffectivePolicy, requested: Mapping[str, Any]) -> dict[st
 EDITABLE = (
     "confirmation_mode", "risk_threshold", "allowed_tools", "allowed_agent_kinds",
     "max_iterations_per_run", "max_cost_per_run_usd", "max_cost_per_month_usd",
-    "max_concurrent_runs", "network",
+    "max_concurrent_runs", "network", "allowed_workspace_kinds", "allowed_images",
+    "docker_cpus", "docker_memory_mb", "docker_pids",
 )  # fmt: skip
+MAX_DOCKER_CPUS = 1024.0
+MAX_DOCKER_MEMORY_MB = 4 * 1024 * 1024
+MAX_DOCKER_PIDS = 1_000_000
+WORKSPACE_KIND = re.compile(rf"^({'|'.join(KINDS)})$")
 
 
 def _names(value: Any, field: str, pattern: re.Pattern[str]) -> list[str]:
@@ -297,6 +329,17 @@ def _count(value: Any, field: str, top: int) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
         raise InvalidInput(f"{field} must be a whole number from 1 to {top}, or null.")
     return value
+
+
+def _cpus(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        raise InvalidInput("docker_cpus must be a number of CPUs, or null.")
+    number = float(value)
+    if not 0.01 <= number <= MAX_DOCKER_CPUS:
+        raise InvalidInput(f"docker_cpus must be from 0.01 to {MAX_DOCKER_CPUS:g}, or null.")
+    return number
 
 
 def _network(value: Any) -> str:
@@ -330,6 +373,16 @@ def _clean(fields: Mapping[str, Any]) -> dict[str, Any]:
             cleaned[key] = _count(value, key, 10_000)
         elif key == "network":
             cleaned[key] = _network(value)
+        elif key == "allowed_workspace_kinds":
+            cleaned[key] = _names(value, key, WORKSPACE_KIND)
+        elif key == "allowed_images":
+            cleaned[key] = _names(value, key, IMAGE_NAME)
+        elif key == "docker_cpus":
+            cleaned[key] = _cpus(value)
+        elif key == "docker_memory_mb":
+            cleaned[key] = _count(value, key, MAX_DOCKER_MEMORY_MB)
+        elif key == "docker_pids":
+            cleaned[key] = _count(value, key, MAX_DOCKER_PIDS)
         else:  # the two money limits
             cleaned[key] = (
                 None if value is None else _decimal(value, key).quantize(Decimal("0.0001"))

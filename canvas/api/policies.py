@@ -50,6 +50,18 @@ class PolicyIn(Schema):
             "(CANVAS_SANDBOX_ALLOW_HOST_NETWORK)."
         ),
     )
+    allowed_workspace_kinds: list[Text(20)] = Field(
+        default_factory=list, description="local, docker; empty: all kinds."
+    )
+    allowed_images: list[Text(255)] = Field(
+        default_factory=list,
+        description="Docker images; empty: every image the site offers (CANVAS_DOCKER_IMAGES).",
+    )
+    docker_cpus: float | None = Field(
+        default=None, ge=0.01, le=1024, allow_inf_nan=False, description="CPUs per container."
+    )
+    docker_memory_mb: Int(ge=1) | None = Field(default=None, description="Memory per container.")
+    docker_pids: Int(ge=1) | None = Field(default=None, description="Processes per container.")
 
 
 class PolicyFields(Schema):
@@ -62,6 +74,11 @@ class PolicyFields(Schema):
     max_cost_per_month_usd: float | None
     max_concurrent_runs: int | None
     network: str
+    allowed_workspace_kinds: list[str] | None
+    allowed_images: list[str] | None
+    docker_cpus: float | None
+    docker_memory_mb: int | None
+    docker_pids: int | None
 
 
 class PolicyOut(Schema):

@@ -32,8 +32,10 @@ from conversations.models import Conversation
 from conversations.view import unanswered_actions
 from teams.budget import spend_add
 from teams.policies import policy_for_team
-from workspaces.local import workspace_for
+from workspaces.factory import workspace_fill
 from workspaces.sandbox import UNSANDBOXED_SETTING, commands_unsandboxed
+from workspaces.sources import SourceError
+from workspaces.spec import spec_of
 
 from ..chain.transient import TRANSIENT_FAULTS, retry_transient
 from ..chain.workers import draining
@@ -44,6 +46,7 @@ from ..control.prompt_check import prompt_check
 from ..title_model import title_request
 from ..tools.base import Tool, ToolContext, team_secrets, tool_schema
 from ..tools.registry import tools_for
+from ..workspace import workspace_of
 from .agent import AgentConfig
 from .history import History, history_refresh
 from .limits import LIMIT_REASONS, limit_reached, run_limits, tool_refused
@@ -87,6 +90,7 @@ class SliceRunner:
         self.cancel = cancel or threading.Event()
         self.workspace_root = conversation.workspace_path or None
         self.title = conversation.title
+        self.workspace_spec = spec_of(conversation.workspace_spec)
         self.config = AgentConfig.model_validate(conversation.agent_config)
         self.team_id: int = conversation.team_id
         # Re-read at every slice: a policy tightened mid-run applies from the next slice.
@@ -98,9 +102,7 @@ class SliceRunner:
         self.schemas = [tool_schema(t) for t in self.tools.values()]
         self.ctx = ToolContext(
             conversation_id=self.conversation_id,
-            workspace=workspace_for(
-                self.conversation_id, conversation.workspace_path or None, network=policy.network
-            ),
+            workspace=workspace_of(conversation, policy=policy),
             secrets=team_secrets(conversation.team_id),
             cancel=self.cancel,
         )
@@ -143,10 +145,14 @@ class SliceRunner:
         are re-run, the rest get an observation saying they were interrupted.
 
         First of all, a command a previous runner left running here is killed: nothing of
-        this run may act beside it. Then, on the conversation's first slice, the workspace's
-        baseline is taken (what the Changes panel compares with), before any tool touches it.
+        this run may act beside it. Then, on the conversation's first slice, the workspace is
+        filled from its git source, if it has one, and its baseline is taken (what the Changes
+        panel compares with), before any tool touches it. A source that cannot be checked out
+        ends the run with an error saying why.
         """
         self.ctx.workspace.stop_leftovers()
+        if not self._fill():
+            return
         self.ctx.workspace.baseline_take()
         events = self.history.events
         decisions = {e.action_id: e for e in events if isinstance(e, ActionDecisionEvent)}
@@ -177,6 +183,18 @@ class SliceRunner:
             else:  # read-only, safe to run again
                 self._recovery_ran_tools = True
                 self.run_action(action)
+
+    def _fill(self) -> bool:
+        """The workspace's git source, once; False when it failed (the run ended ERROR)."""
+        if self.history.state.status != Status.RUNNING:
+            return True
+        try:
+            workspace_fill(self.ctx.workspace, self.workspace_spec)
+        except SourceError as exc:
+            error = AgentErrorEvent(code="workspace_source", message=exc.message)
+            self.end(Status.ERROR, "the workspace's source could not be checked out", error)
+            return False
+        return True
 
     def run_action(self, action: ActionEvent) -> bool:
         """Run one action through policy, hooks and the tool; False when a finish was asked."""
