@@ -248,10 +248,7 @@ class LocalWorkspace:
     ) -> CommandResult:
         """Run `command`; `extra_env` is in its environment only and never saved for later
         commands (see the module docstring)."""
-        transient = dict(extra_env or {})
-        for name in transient:
-            if not _ENV_NAME.fullmatch(name):
-                raise ValueError(f"invalid environment variable name {name!r}")
+        transient = transient_env(extra_env)
         run_dir = self.state_dir / f"run-{uuid.uuid4().hex}"
         run_dir.mkdir()
         prefix = run_dir / "command"
@@ -338,16 +335,17 @@ class LocalWorkspace:
             path.unlink(missing_ok=True)
         return killed
 
-    def _commit_state(self, prefix: Path) -> None:
+    def _commit_state(self, prefix: Path, *, dir_fd: int | None = None) -> None:
         """Adopt the shell's saved cwd and env, but only if its EXIT trap finished writing them.
 
         The command could write anything in its run directory: only regular files are read
-        (never through a symlink), and they are written afresh into the state directory."""
-        if not prefix.with_suffix(".done").exists():
+        (never through a symlink), and they are written afresh into the state directory. With
+        `dir_fd`, `prefix` is relative to that open directory (which cannot be swapped)."""
+        if _read_regular(prefix.with_suffix(".done"), dir_fd=dir_fd) is None:
             return
         env, cwd = (
-            _read_regular(prefix.with_suffix(".env")),
-            _read_regular(prefix.with_suffix(".cwd")),
+            _read_regular(prefix.with_suffix(".env"), dir_fd=dir_fd),
+            _read_regular(prefix.with_suffix(".cwd"), dir_fd=dir_fd),
         )
         if env is None or cwd is None:
             return
@@ -381,9 +379,18 @@ class LocalWorkspace:
         Baseline(self.root, self.state_dir).archive(out, prefix=self.root.name)
 
 
-def _read_regular(path: Path) -> bytes | None:
+def transient_env(extra_env: Mapping[str, str] | None) -> dict[str, str]:
+    """`run(extra_env=...)` as a dict, its names checked (the wrapper splices them in)."""
+    transient = dict(extra_env or {})
+    for name in transient:
+        if not _ENV_NAME.fullmatch(name):
+            raise ValueError(f"invalid environment variable name {name!r}")
+    return transient
+
+
+def _read_regular(path: Path, *, dir_fd: int | None = None) -> bytes | None:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:

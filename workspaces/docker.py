@@ -1,0 +1,699 @@
+"""A workspace whose commands run in a Docker container of their own, one per conversation.
+
+The directory stays on the worker's host, as for LocalWorkspace, and is bind-mounted at
+/workspace; so everything that looks at the files from outside (read/write, baseline, changes,
+files, archive) is LocalWorkspace's, unchanged. Only commands differ: they run with `docker
+exec` in the container `canvas-<conversation id>`, created lazily by the first command (and
+again if it vanished), from the team's image, with `init`, no capabilities,
+no-new-privileges, the CPU / memory / pids limits and the network mode ("none" or "bridge")
+given. The only host paths it sees are the workspace and a runs directory in the state
+directory (state_dir/docker-runs at /canvas/runs), where each command gets a fresh directory
+for its script and its saved state, exactly as under the local sandbox: the same wrapper
+(local._WRAPPER) keeps `cd` and `export` across commands, even from different worker
+processes, and never saves what `run(extra_env=...)` gave one command. Nothing of the worker's
+own environment reaches the container: it is created with none, and each exec gets the clean
+base environment plus what the caller grants.
+
+Owners: a worker running as root runs the container as the image's user (non-root where the
+image has one) and hands the workspace tree to that user when it creates the container, so
+the agent can write it; files the worker writes later are given to the same owner. A worker
+that is not root runs the container as its own uid:gid, so both sides own the same files.
+
+Each exec is its own session in the container (runc makes it one), so a command's process
+group is the wrapper shell's pid, which the launcher writes to its run directory first thing.
+A timed-out or interrupted command's group is killed with another exec (SIGTERM, then SIGKILL
+after a grace); where even that exec cannot start (a fork bomb holding every pid), the
+container is restarted. A command's record in the state directory lets the next runner's
+`stop_leftovers` kill what a dead runner left running in the container.
+
+The container is the boundary (see DESIGN.md): whatever runs in it sees only the container's
+processes, its own environment and the two mounts.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import io
+import json
+import logging
+import os
+import re
+import select
+import shutil
+import socket
+import tarfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import docker
+import docker.errors
+
+from workspaces.base import CommandResult
+from workspaces.local import (
+    _CWD_FILE,
+    _DRAIN_SECONDS,
+    _ENV_FILE,
+    _KILL_GRACE_SECONDS,
+    _RECORD_SUFFIX,
+    _WRAPPER,
+    LocalWorkspace,
+    _base_environment,
+    _BoundedText,
+    _read_regular,
+    _write_atomic,
+    transient_env,
+)
+
+logger = logging.getLogger(__name__)
+
+DockerNetwork = Literal["none", "bridge"]
+
+CONTAINER_ROOT = "/workspace"
+CONTAINER_RUNS = "/canvas/runs"
+LABEL_MANAGED = "canvas.managed"
+LABEL_CONVERSATION = "canvas.conversation"
+LABEL_TEAM = "canvas.team"
+_RUNS_DIR = "docker-runs"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+_FRAME_HEADER = 8
+_AVAILABLE_TTL_SECONDS = 5.0
+_ENGINE_TIMEOUT_SECONDS = 30
+_KILL_ATTEMPTS = 3
+
+# `bash -c LAUNCH bash RUN_PREFIX ENV_FILE TRANSIENT_NAMES WRAPPER`. The launcher writes its
+# /proc stat line first thing (its pid is the command's process group: every exec is a session
+# of its own), runs local._WRAPPER as a child, and when that ends kills what the command left
+# in its group, so no job outlives its command (as under the local sandbox). Its TERM trap
+# only makes it wait for the wrapper, which saves its state on the way out. stderr goes into
+# stdout, one stream, so the output keeps the order it was written in (as local's one pipe).
+_LAUNCH = r"""
+exec 2>&1
+read -r __canvas_stat < /proc/$$/stat
+printf '%s\n' "$__canvas_stat" > "$1.pgid"
+trap : TERM
+bash --noprofile --norc -c "$4" bash "$1" "$2" "$3"
+__canvas_rc=$?
+for __canvas_pass in 1 2 3; do
+  __canvas_left=0
+  for __canvas_stat in /proc/[0-9]*/stat; do
+    read -r __canvas_line 2>/dev/null < "$__canvas_stat" || continue
+    read -r -a __canvas_fields <<< "${__canvas_line##*) }"
+    if [[ ${__canvas_fields[2]} == "$$" && ${__canvas_line%% *} != "$$" ]]; then
+      kill -KILL "${__canvas_line%% *}" 2>/dev/null && __canvas_left=1
+    fi
+  done
+  ((__canvas_left)) || break
+done
+exit "$__canvas_rc"
+"""
+
+# `bash -c KILL bash PGID START SIGNAL GRACE_STEPS`: signal the group unless its leader is
+# alive with another start time (a reused pid), then wait for it to go, SIGKILL after the
+# grace. It forks nothing (bash would retry a fork for 15 s when a fork bomb holds every pid):
+# it naps by waiting on its stdin, which the engine holds open and nothing writes to.
+# Exits 0 when the group is gone, 2 when there was none, 3 when the pid is another's.
+_KILL = r"""
+pgid=$1 start=$2 sig=$3 steps=$4
+if read -r -a stat < "/proc/$pgid/stat" 2>/dev/null && [[ ${stat[21]} != "$start" ]]; then
+  exit 3
+fi
+kill "-$sig" -- "-$pgid" 2>/dev/null || exit 2
+for ((i = 0; i < steps; i++)); do
+  read -r -t 0.05 _
+  kill -0 -- "-$pgid" 2>/dev/null || exit 0
+done
+kill -KILL -- "-$pgid" 2>/dev/null
+exit 0
+"""
+
+
+class DockerWorkspaceError(RuntimeError):
+    """The engine or the image is not there; the message says what to do about it."""
+
+
+@dataclass(frozen=True, slots=True)
+class DockerLimits:
+    cpus: float | None = None
+    memory_mb: int | None = None
+    pids: int | None = 256
+
+
+class DockerWorkspace(LocalWorkspace):
+    def __init__(
+        self,
+        root: Path,
+        state_dir: Path,
+        *,
+        conversation_id: str,
+        team_id: int,
+        image: str,
+        limits: DockerLimits = DockerLimits(),
+        network: DockerNetwork = "none",
+        env: Mapping[str, str] | None = None,
+        max_output_chars: int = 30_000,
+        client_factory: Callable[[], docker.DockerClient] = docker.from_env,
+    ) -> None:
+        """`env` is added to every command's clean environment (granted secrets); it is given
+        to each exec, never to the container, so `docker inspect` and /proc/1 do not show it."""
+        if not _NAME.fullmatch(conversation_id):
+            raise ValueError(f"invalid conversation id {conversation_id!r}")
+        if network not in ("none", "bridge"):
+            raise ValueError(f"invalid network mode {network!r}")
+        super().__init__(root, state_dir, max_output_chars=max_output_chars)
+        self.network = network  # type: ignore[assignment]  # Docker's modes, not the sandbox's
+        self.conversation_id = conversation_id
+        self.team_id = team_id
+        self.image = image
+        self.limits = limits
+        self.container_name = f"canvas-{conversation_id}"
+        self.runs_dir = self.state_dir / _RUNS_DIR
+        self.runs_dir.mkdir(exist_ok=True)
+        # The image's own PATH (its toolchain) and locales stay: they are the image's to set.
+        base = _base_environment(Path(CONTAINER_ROOT))
+        for name in ("PATH", "LANG", "LC_ALL"):
+            del base[name]
+        self._env = {**base, **(env or {})}
+        self._client_factory = client_factory
+        self._client: docker.DockerClient | None = None
+
+    # -- paths -------------------------------------------------------------------------------
+
+    def current_dir(self) -> Path:
+        """The saved container cwd (/workspace/...) as a host path; root when it is unset, gone
+        or outside the workspace."""
+        try:
+            saved = (self.state_dir / _CWD_FILE).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return self.root
+        if saved != CONTAINER_ROOT and not saved.startswith(CONTAINER_ROOT + "/"):
+            return self.root
+        real = Path(os.path.realpath(self.root / saved[len(CONTAINER_ROOT) :].lstrip("/")))
+        if real.is_relative_to(self.root) and real.is_dir():
+            return real
+        return self.root
+
+    def _container_cwd(self) -> str:
+        relative = self.current_dir().relative_to(self.root)
+        return CONTAINER_ROOT if relative == Path(".") else f"{CONTAINER_ROOT}/{relative}"
+
+    def write_text(self, path: str, content: str) -> Path:
+        """As LocalWorkspace; a root worker gives what it creates to the container's user."""
+        owner = self._owner()
+        if owner is None:
+            return super().write_text(path, content)
+        target = self.resolve(path)
+        created = [p for p in (target, *target.parents) if p.is_relative_to(self.root)]
+        created = [p for p in created if not p.exists()]
+        super().write_text(path, content)
+        for made in created:
+            os.lchown(made, *owner)
+        return target
+
+    def _owner(self) -> tuple[int, int] | None:
+        """Who should own what a root worker creates for the container: the workspace root's
+        owner (the container's user since the container was created); None when not root."""
+        if os.geteuid() != 0:
+            return None
+        info = self.root.stat()
+        return None if info.st_uid == 0 else (info.st_uid, info.st_gid)
+
+    # -- the container -----------------------------------------------------------------------
+
+    def _api(self) -> docker.APIClient:
+        if self._client is None:
+            try:
+                client = self._client_factory()
+                client.ping()
+            except docker.errors.DockerException as exc:
+                raise DockerWorkspaceError(_no_engine(exc)) from exc
+            self._client = client
+        return self._client.api
+
+    def container_status(self) -> str | None:
+        """The container's state ("running", "paused", "exited", ...); None when it has none."""
+        try:
+            return self._api().inspect_container(self.container_name)["State"]["Status"]
+        except docker.errors.NotFound:
+            return None
+
+    def ensure_container(self) -> str:
+        """The running container's id: created, started or unpaused as needed."""
+        api = self._api()
+        try:
+            info = api.inspect_container(self.container_name)
+        except docker.errors.NotFound:
+            info = self._create()
+        state = info["State"]
+        if state.get("Paused"):
+            with contextlib.suppress(docker.errors.APIError):  # someone else unpaused it
+                api.unpause(info["Id"])
+        elif not state.get("Running"):
+            api.start(info["Id"])  # a no-op (304) when another process started it first
+        return info["Id"]
+
+    def _create(self) -> dict[str, Any]:
+        api = self._api()
+        try:
+            image = api.inspect_image(self.image)
+        except docker.errors.ImageNotFound as exc:
+            raise DockerWorkspaceError(f"image {self.image!r} is not on this engine") from exc
+        except docker.errors.APIError as exc:
+            raise DockerWorkspaceError(f"image {self.image!r}: {exc.explanation}") from exc
+        worker_root = os.geteuid() == 0
+        user = (image.get("Config") or {}).get("User") or ""
+        if not worker_root:
+            user = f"{os.getuid()}:{os.getgid()}"
+        limits = self.limits
+        host_config = api.create_host_config(
+            binds={
+                str(self.root): {"bind": CONTAINER_ROOT, "mode": "rw"},
+                str(self.runs_dir): {"bind": CONTAINER_RUNS, "mode": "rw"},
+            },
+            init=True,
+            network_mode=self.network,
+            nano_cpus=int(limits.cpus * 1e9) if limits.cpus else None,
+            mem_limit=f"{limits.memory_mb}m" if limits.memory_mb else None,
+            # Swap equal to memory: a hog is killed at the limit instead of swapping.
+            memswap_limit=f"{limits.memory_mb}m" if limits.memory_mb else None,
+            pids_limit=limits.pids,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+        )
+        try:
+            created = api.create_container(
+                self.image,
+                entrypoint=["sleep", "infinity"],
+                name=self.container_name,
+                user=user,
+                working_dir=CONTAINER_ROOT,
+                labels={
+                    LABEL_MANAGED: "1",
+                    LABEL_CONVERSATION: self.conversation_id,
+                    LABEL_TEAM: str(self.team_id),
+                },
+                host_config=host_config,
+            )
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:
+                raise DockerWorkspaceError(
+                    f"cannot create {self.container_name}: {exc.explanation}"
+                ) from exc
+            # Another process created it first: use theirs (the name can be taken a moment
+            # before the container answers to it).
+            deadline = time.monotonic() + _ENGINE_TIMEOUT_SECONDS
+            while True:
+                try:
+                    return api.inspect_container(self.container_name)
+                except docker.errors.NotFound:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
+        if worker_root and user:
+            self._hand_over(created["Id"], user)
+        return api.inspect_container(created["Id"])
+
+    def _hand_over(self, container_id: str, user: str) -> None:
+        """Give the workspace tree to the container's user, so the agent can write what the
+        worker (root) cloned or wrote before the container existed."""
+        owner = _resolve_user(self._api(), container_id, user)
+        if owner is None or owner[0] == 0:
+            return
+        os.lchown(self.root, *owner)
+        for top, dirs, files in os.walk(self.root):
+            for name in dirs + files:
+                os.lchown(os.path.join(top, name), *owner)
+
+    def pause(self) -> None:
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            self._api().pause(self.container_name)  # 409 when not running: nothing to pause
+
+    def resume(self) -> None:
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            self._api().unpause(self.container_name)
+
+    def close(self) -> None:
+        """Stop and remove the container (its processes with it); the directory stays."""
+        with contextlib.suppress(docker.errors.NotFound):
+            self._api().remove_container(self.container_name, force=True, v=True)
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def run(
+        self,
+        command: str,
+        *,
+        timeout: float,
+        extra_env: Mapping[str, str] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> CommandResult:
+        """As LocalWorkspace.run, in the container (see the module docstring)."""
+        transient = transient_env(extra_env)
+        name = f"run-{uuid.uuid4().hex}"
+        run_dir = self.runs_dir / name
+        record = self.state_dir / f"{name}{_RECORD_SUFFIX}"
+        run_dir.mkdir(mode=0o700)
+        # Everything in the run directory is reached through this descriptor: a process left
+        # in the container could swap the directory for a symlink, never the open directory.
+        dir_fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        output = _BoundedText(self.max_output_chars)
+        try:
+            _write_new(dir_fd, "command.sh", command.encode())
+            saved_env = _read_regular(self.state_dir / _ENV_FILE)
+            if saved_env is not None:
+                _write_new(dir_fd, _ENV_FILE, saved_env)
+            _write_atomic(record, json.dumps({"container": self.container_name}).encode())
+            prefix = f"{CONTAINER_RUNS}/{name}/command"
+            argv = ["bash", "--noprofile", "--norc", "-c", _LAUNCH, "bash", prefix,
+                    f"{CONTAINER_RUNS}/{name}/{_ENV_FILE}", " ".join(transient), _WRAPPER]  # fmt: skip
+            exec_id = self._exec_create(argv, env={**self._env, **transient})
+            # After the exec is created: creating the container may have changed the owner.
+            owner = self._owner()
+            if owner is not None:
+                os.fchown(dir_fd, *owner)
+            stream = self._api().exec_start(exec_id, socket=True)
+            timed_out, cancelled = self._collect(stream, output, timeout, cancel, dir_fd)
+            exit_code = None if timed_out or cancelled else self._exit_code(exec_id)
+            self._commit_state(Path("command"), dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+            shutil.rmtree(run_dir, ignore_errors=True)
+            record.unlink(missing_ok=True)
+        return CommandResult(
+            output=output.text(),
+            exit_code=exit_code,
+            timed_out=timed_out,
+            truncated=output.dropped > 0,
+            interrupted=cancelled,
+        )
+
+    def _exec_create(self, argv: list[str], *, env: Mapping[str, str], workdir: str = "") -> str:
+        """Create the exec, bringing the container up first if it is not running."""
+        api = self._api()
+        for attempt in range(2):
+            try:
+                return api.exec_create(
+                    self.container_name, argv, stdout=True, stderr=True, stdin=False,
+                    tty=False, environment=dict(env), workdir=workdir or self._container_cwd(),
+                )["Id"]  # fmt: skip
+            except docker.errors.APIError as exc:
+                # 404: no container (yet, or removed); 409: stopped or paused.
+                if attempt or exc.status_code not in (404, 409):
+                    raise
+                self.ensure_container()
+        raise AssertionError("unreachable")
+
+    def _exit_code(self, exec_id: str) -> int | None:
+        """The exec's exit code; the stream can end a moment before the engine notes it."""
+        deadline = time.monotonic() + 5
+        while True:
+            info = self._api().exec_inspect(exec_id)
+            if not info["Running"] or time.monotonic() > deadline:
+                return info["ExitCode"]
+            time.sleep(0.01)
+
+    def _collect(
+        self,
+        stream: Any,
+        output: _BoundedText,
+        timeout: float,
+        cancel: threading.Event | None,
+        dir_fd: int,
+    ) -> tuple[bool, bool]:
+        """Read the exec's multiplexed output until it ends, time runs out or `cancel` is set;
+        returns (timed out, cancelled). Either way the command's process group is killed.
+
+        Like local._collect, reading stops shortly after the shell has saved its state even if
+        a background job still holds the output open."""
+        sock, pending = _raw_socket(stream)
+        frames = _Frames(output)
+        frames.feed(pending)
+        deadline = time.monotonic() + timeout
+        timed_out = cancelled = False
+        try:
+            while not frames.closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or (cancel is not None and cancel.is_set()):
+                    timed_out, cancelled = remaining <= 0, remaining > 0
+                    self._kill_group(dir_fd)
+                    _drain(sock, frames, time.monotonic() + _DRAIN_SECONDS)
+                    break
+                if select.select([sock], [], [], min(remaining, 0.2))[0]:
+                    try:
+                        chunk = sock.recv(65536)
+                    except BlockingIOError:
+                        continue
+                    if not chunk:
+                        break
+                    frames.feed(chunk)
+                elif _exists(dir_fd, "command.done"):
+                    # The shell is done; a job it left in the background keeps the stream
+                    # open. Take what is already there and stop, as local does.
+                    _drain(sock, frames, time.monotonic() + 0.05)
+                    break
+            frames.finish()
+        finally:
+            with contextlib.suppress(OSError):
+                sock.close()
+            with contextlib.suppress(Exception):
+                stream.close()
+        return timed_out, cancelled
+
+    def _kill_group(self, dir_fd: int) -> None:
+        """SIGTERM the running command's group (its shell saves state on the way out), SIGKILL
+        after the grace; restart the container if no exec can even start."""
+        leader = None
+        deadline = time.monotonic() + _KILL_GRACE_SECONDS
+        while leader is None and time.monotonic() < deadline:
+            leader = _leader(dir_fd)  # the launcher writes it as its very first step
+            if leader is None:
+                time.sleep(0.02)
+        if leader is None:
+            logger.warning("%s: a command never started; restarting", self.container_name)
+            self._restart()
+            return
+        steps = max(1, int(_KILL_GRACE_SECONDS / 0.05))
+        self._signal_group(*leader, signal="TERM", steps=steps)
+
+    def _signal_group(self, pgid: int, start: int, *, signal: str, steps: int) -> bool:
+        """Run _KILL in the container; True when a group was signalled."""
+        api = self._api()
+        argv = ["bash", "--noprofile", "--norc", "-c", _KILL, "bash",
+                str(pgid), str(start), signal, str(steps)]  # fmt: skip
+        for _ in range(_KILL_ATTEMPTS):
+            try:
+                exec_id = api.exec_create(self.container_name, argv, stdin=True, workdir="/")["Id"]
+                api.exec_start(exec_id)
+                code = self._exit_code(exec_id)
+            except docker.errors.APIError:
+                code = None
+            if code in (0, 2, 3):
+                return code == 0
+            time.sleep(0.1)  # no pid to start the exec with (a fork bomb): try again
+        logger.warning("%s: cannot reach a command's processes; restarting", self.container_name)
+        self._restart()
+        return True
+
+    def _restart(self) -> None:
+        with contextlib.suppress(docker.errors.NotFound):
+            self._api().restart(self.container_name, timeout=0)
+
+    def stop_leftovers(self) -> int:
+        """Kill, in the container, every command group a previous runner left running there;
+        returns how many were still running. Call before running anything."""
+        killed = 0
+        for path in self.state_dir.glob(f"run-*{_RECORD_SUFFIX}"):
+            run_dir = self.runs_dir / path.name.removesuffix(_RECORD_SUFFIX)
+            try:
+                dir_fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            except OSError:
+                dir_fd = None
+            try:
+                leader = None if dir_fd is None else _leader(dir_fd)
+                if leader is not None and self.container_status() in ("running", "paused"):
+                    self.ensure_container()  # unpause: a paused container runs no exec
+                    if self._signal_group(*leader, signal="KILL", steps=100):
+                        killed += 1
+                        logger.warning(
+                            "stopped command group %s left in %s", leader[0], self.container_name
+                        )
+            finally:
+                if dir_fd is not None:
+                    os.close(dir_fd)
+            shutil.rmtree(run_dir, ignore_errors=True)
+            path.unlink(missing_ok=True)
+        return killed
+
+
+class _Frames:
+    """Decodes Docker's multiplexed stream (an 8-byte header: stream, 0, 0, 0, size as 32-bit
+    big-endian; then the payload) into one bounded text, stdout and stderr merged."""
+
+    def __init__(self, output: _BoundedText) -> None:
+        self.output = output
+        self.closed = False
+        self._buffer = bytearray()
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+        while len(self._buffer) >= _FRAME_HEADER:
+            size = int.from_bytes(self._buffer[4:_FRAME_HEADER], "big")
+            if len(self._buffer) < _FRAME_HEADER + size:
+                return
+            payload = bytes(self._buffer[_FRAME_HEADER : _FRAME_HEADER + size])
+            del self._buffer[: _FRAME_HEADER + size]
+            self.output.add(self._decoder.decode(payload))
+
+    def finish(self) -> None:
+        self.output.add(self._decoder.decode(b"", final=True))
+
+
+def _raw_socket(stream: Any) -> tuple[socket.socket, bytes]:
+    """The exec's socket, non-blocking, and what the HTTP reader already buffered past the
+    upgrade headers (a fast command's first output can arrive with them)."""
+    sock = getattr(stream, "_sock", stream)
+    sock.setblocking(False)
+    pending = b""
+    reader = getattr(getattr(getattr(stream, "_response", None), "raw", None), "_fp", None)
+    buffered = getattr(reader, "fp", None)
+    if buffered is not None and hasattr(buffered, "peek"):
+        # peek returns the buffer without a read when it holds anything; else it tries one
+        # read, which the non-blocking socket turns into "nothing".
+        with contextlib.suppress(OSError, ValueError):
+            pending = buffered.peek()
+            if pending:
+                buffered.read(len(pending))
+    return sock, pending
+
+
+def _drain(sock: socket.socket, frames: _Frames, until: float) -> None:
+    while (remaining := until - time.monotonic()) > 0:
+        if not select.select([sock], [], [], remaining)[0]:
+            return
+        try:
+            chunk = sock.recv(65536)
+        except BlockingIOError:
+            continue
+        if not chunk:
+            return
+        frames.feed(chunk)
+
+
+def _write_new(dir_fd: int, name: str, data: bytes) -> None:
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def _exists(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
+def _leader(dir_fd: int) -> tuple[int, int] | None:
+    """(pid, start time in clock ticks) the launcher recorded; None before it has."""
+    data = _read_regular(Path("command.pgid"), dir_fd=dir_fd)
+    if not data:
+        return None
+    try:
+        fields = data.decode().rsplit(")", 1)[1].split()
+        return int(data.split(b" ", 1)[0]), int(fields[19])
+    except (ValueError, IndexError, UnicodeDecodeError):
+        return None
+
+
+def _resolve_user(api: docker.APIClient, container_id: str, user: str) -> tuple[int, int] | None:
+    """Numeric uid and gid of `user` ("name", "uid", "name:group", ...) from the image's own
+    /etc/passwd and /etc/group, read without running anything in it."""
+    name, _, group = user.partition(":")
+    files = {}
+    for path in ("/etc/passwd", "/etc/group"):
+        try:
+            chunks, _ = api.get_archive(container_id, path)
+            with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
+                member = tar.extractfile(tar.getmembers()[0])
+                files[path] = member.read().decode(errors="replace") if member else ""
+        except (docker.errors.APIError, tarfile.TarError, IndexError):
+            files[path] = ""
+
+    def lookup(text: str, key: str) -> list[str] | None:
+        for line in text.splitlines():
+            fields = line.split(":")
+            if len(fields) >= 4 and (fields[0] == key or fields[2] == key):
+                return fields
+        return None
+
+    entry = lookup(files["/etc/passwd"], name)
+    uid = int(name) if name.isdigit() else int(entry[2]) if entry else None
+    if uid is None:
+        return None
+    gid = int(entry[3]) if entry else uid
+    if group:
+        found = lookup(files["/etc/group"], group)
+        gid = int(group) if group.isdigit() else int(found[2]) if found else gid
+    return uid, gid
+
+
+def _no_engine(exc: Exception) -> str:
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    return f"no Docker engine answers at {host} ({exc})"
+
+
+_available: tuple[float, str | None] | None = None
+_available_lock = threading.Lock()
+
+
+def docker_available() -> str | None:
+    """None when a Docker engine answers, else why not (for people); cached a few seconds."""
+    global _available
+    with _available_lock:
+        if _available is not None and time.monotonic() - _available[0] < _AVAILABLE_TTL_SECONDS:
+            return _available[1]
+        try:
+            client = docker.from_env(timeout=3)
+            try:
+                client.ping()
+            finally:
+                client.close()
+            reason = None
+        except docker.errors.DockerException as exc:
+            reason = _no_engine(exc)
+        _available = (time.monotonic(), reason)
+        return reason
+
+
+def sweep_orphans(is_live: Callable[[set[str]], set[str]]) -> int:
+    """Remove our containers (label canvas.managed=1) whose conversation `is_live` does not
+    return among the ids it is given (closed or deleted); returns how many were removed.
+    Containers without our label are never looked at."""
+    client = docker.from_env(timeout=_ENGINE_TIMEOUT_SECONDS)
+    try:
+        found = client.api.containers(all=True, filters={"label": f"{LABEL_MANAGED}=1"})
+        by_conversation: dict[str, list[str]] = {}
+        for container in found:
+            labels = container.get("Labels") or {}
+            if labels.get(LABEL_MANAGED) != "1":
+                continue
+            conversation = labels.get(LABEL_CONVERSATION, "")
+            by_conversation.setdefault(conversation, []).append(container["Id"])
+        live = is_live(set(by_conversation) - {""})
+        removed = 0
+        for conversation, ids in by_conversation.items():
+            if conversation in live:
+                continue
+            for container_id in ids:
+                with contextlib.suppress(docker.errors.NotFound):
+                    client.api.remove_container(container_id, force=True, v=True)
+                    removed += 1
+        return removed
+    finally:
+        client.close()
