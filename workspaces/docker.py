@@ -92,6 +92,7 @@ _KILL_ATTEMPTS = 3
 # in its group, so no job outlives its command (as under the local sandbox). Its TERM trap
 # only makes it wait for the wrapper, which saves its state on the way out. stderr goes into
 # stdout, one stream, so the output keeps the order it was written in (as local's one pipe).
+# Its exit code, written last, spares asking the engine (which may not have noted it yet).
 _LAUNCH = r"""
 exec 2>&1
 read -r __canvas_stat < /proc/$$/stat
@@ -110,6 +111,7 @@ for __canvas_pass in 1 2 3; do
   done
   ((__canvas_left)) || break
 done
+printf '%s' "$__canvas_rc" > "$1.rc"
 exit "$__canvas_rc"
 """
 
@@ -378,7 +380,9 @@ class DockerWorkspace(LocalWorkspace):
                 os.fchown(dir_fd, *owner)
             stream = self._api().exec_start(exec_id, socket=True)
             timed_out, cancelled = self._collect(stream, output, timeout, cancel, dir_fd)
-            exit_code = None if timed_out or cancelled else self._exit_code(exec_id)
+            exit_code = None if timed_out or cancelled else _exit_code(dir_fd)
+            if exit_code is None and not (timed_out or cancelled):
+                exit_code = self._exit_code(exec_id)  # the launcher itself was killed (OOM)
             self._commit_state(Path("command"), dir_fd=dir_fd)
         finally:
             os.close(dir_fd)
@@ -597,6 +601,14 @@ def _exists(dir_fd: int, name: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def _exit_code(dir_fd: int) -> int | None:
+    data = _read_regular(Path("command.rc"), dir_fd=dir_fd)
+    try:
+        return int(data) if data else None
+    except ValueError:
+        return None
 
 
 def _leader(dir_fd: int) -> tuple[int, int] | None:
