@@ -2,15 +2,37 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.conf import settings
+from pydantic import ValidationError
 
 from orchestration.services import MAX_PROMPT_CHARS
 from orchestration.step.profiles import BUILTIN_PROFILES
+from teams.policies import policy_for_team
+from workspaces.factory import kind_unavailable
 from workspaces.paths import WorkspaceNameError, check_name
+from workspaces.spec import KINDS, WorkspaceSpec
 
 KNOWN_MODELS = tuple(BUILTIN_PROFILES)
 """Suggested in the model field; any configured profile or LiteLLM id is accepted."""
+
+
+class _KindSelect(forms.Select):
+    """A select whose unavailable choices are shown disabled, with the reason in the label."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.unavailable: dict[str, str] = {}
+
+    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        reason = self.unavailable.get(str(value))
+        if reason is not None:
+            option["attrs"]["disabled"] = True
+            option["label"] = f"{label} (unavailable: {reason})"
+        return option
 
 
 class ConversationCreateForm(forms.Form):
@@ -36,10 +58,34 @@ class ConversationCreateForm(forms.Form):
             attrs={"placeholder": "a folder name in your team's area; a new one if empty"}
         ),
     )
+    workspace_kind = forms.ChoiceField(
+        choices=[("local", "Local folder"), ("docker", "Docker container")], initial="local",
+        required=False, label="Runs in", widget=_KindSelect,
+    )  # fmt: skip
+    image = forms.ChoiceField(choices=(), required=False, label="Image")
+    git_repo = forms.CharField(
+        max_length=1000, required=False, label="Git repository",
+        widget=forms.TextInput(attrs={"placeholder": "https URL or a repository the site names"}),
+    )  # fmt: skip
+    git_ref = forms.CharField(
+        max_length=250, required=False, label="Branch, tag or commit",
+        widget=forms.TextInput(attrs={"placeholder": "default branch"}),
+    )  # fmt: skip
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, team_id: int | None = None, **kwargs) -> None:
+        """`team_id`: the team it starts in, whose policy lists the images offered."""
         super().__init__(*args, **kwargs)
         self.fields["model"].initial = settings.CANVAS_DEFAULT_MODEL
+        images = (
+            policy_for_team(team_id).images() if team_id else tuple(settings.CANVAS_DOCKER_IMAGES)
+        )
+        self.fields["image"].choices = [(name, name) for name in images]
+        self.fields["image"].initial = settings.CANVAS_DOCKER_IMAGE
+        widget = self.fields["workspace_kind"].widget
+        widget.unavailable = {
+            kind: reason for kind in KINDS if (reason := kind_unavailable(kind)) is not None
+        }
+        self.unavailable = widget.unavailable
 
     def clean_workspace(self) -> str | None:
         name = self.cleaned_data["workspace"].strip() or None
@@ -49,6 +95,23 @@ class ConversationCreateForm(forms.Form):
             except WorkspaceNameError as exc:
                 raise forms.ValidationError(str(exc)) from None
         return name
+
+    def clean(self) -> dict[str, Any]:
+        """The workspace fields become one `workspace_spec` (the service's argument)."""
+        data = super().clean()
+        kind = data.pop("workspace_kind", None) or "local"
+        image = data.pop("image", None) or None
+        repo, ref = data.pop("git_repo", "").strip(), data.pop("git_ref", "").strip()
+        try:
+            data["workspace_spec"] = WorkspaceSpec(
+                kind=kind,
+                image=image if kind != "local" else None,  # the select always sends one
+                source={"repo": repo, "ref": ref or None} if repo else None,
+            )
+        except ValidationError as exc:
+            for error in exc.errors():
+                self.add_error(None, error["msg"].removeprefix("Value error, "))
+        return data
 
 
 class MessageForm(forms.Form):

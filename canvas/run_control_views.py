@@ -1,4 +1,4 @@
-"""Run control from the conversation page: pause, interrupt and resume.
+"""Run control from the conversation page: pause, interrupt, resume and close.
 
 Each endpoint calls one orchestration.run_control service and answers with the header
 `#controls`, a refusal (409 "not running") shown next to the buttons with the service's
@@ -46,3 +46,4 @@ def _run_control(
 conversation_pause = conversation_post(_run_control, run_control.conversation_pause)
 conversation_interrupt = conversation_post(_run_control, run_control.conversation_interrupt)
 conversation_resume = conversation_post(_run_control, run_control.conversation_run)
+conversation_close = conversation_post(_run_control, run_control.conversation_close)

@@ -33,6 +33,7 @@ conversation_urls = [
     path("pause", run_control_views.conversation_pause, name="conversation-pause"),
     path("interrupt", run_control_views.conversation_interrupt, name="conversation-interrupt"),
     path("resume", run_control_views.conversation_resume, name="conversation-resume"),
+    path("close", run_control_views.conversation_close, name="conversation-close"),
     # The side panel's tabs (canvas.panels, canvas.panel_views).
     path("panels/changes/diff", panel_views.conversation_diff, name="conversation-panel-diff"),
     path("panels/<slug:name>", panel_views.conversation_panel, name="conversation-panel"),

@@ -93,6 +93,11 @@ def _list_context(request: HttpRequest) -> dict[str, Any]:
     }
 
 
+def _create_form(request: HttpRequest, data=None) -> ConversationCreateForm:
+    team = team_context(request).current_team
+    return ConversationCreateForm(data, team_id=team.pk if team else None)
+
+
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")  # the same URL answers a page or, when polled, just the rows
@@ -102,7 +107,7 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
     if request.htmx:
         template += "#conversation-rows"
     else:
-        context |= {"form": ConversationCreateForm(), "known_models": KNOWN_MODELS}
+        context |= {"form": _create_form(request), "known_models": KNOWN_MODELS}
         context |= sidebar_context(request)
     return render(request, template, context)
 
@@ -110,7 +115,7 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def conversation_new(request: HttpRequest) -> HttpResponse:
-    form = ConversationCreateForm(request.POST)
+    form = _create_form(request, request.POST)
     status = 400
     if form.is_valid():
         try:

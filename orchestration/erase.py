@@ -5,12 +5,15 @@ removed by this transaction, is the one exception (conversations migration 0009)
 conversation's owner or a team admin may delete, and never while it runs or waits: pause or
 finish it first. The workspace folder goes too, unless it lies outside the team's area (an
 operator's path) or another conversation still works in it; the worker state folder goes always.
+Its container (a docker workspace's) is removed first; if the engine does not answer, the orphan
+sweep removes it later.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
@@ -23,6 +26,7 @@ from teams.permissions import Action, role_allows, team_role
 from workspaces.paths import team_area
 
 from .archive import ACTIVE
+from .workspace import workspace_of
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +39,7 @@ def conversation_delete(*, conversation_id, by) -> None:
             raise Forbidden("only its owner or a team admin may delete a conversation.")
         if conversation.status in ACTIVE:
             raise Conflict("this conversation is still running: pause or finish it first.")
+        workspace = workspace_of(conversation)
         Erasure.objects.create(conversation_id=conversation.pk)
         conversation.delete()  # its events go with it (cascade), as the Erasure allows
         Erasure.objects.filter(conversation_id=conversation.pk).delete()
@@ -43,7 +48,7 @@ def conversation_delete(*, conversation_id, by) -> None:
             target=str(conversation_id), data={"title": conversation.title},
         )  # fmt: skip
         folders = _own_folders(conversation)
-        transaction.on_commit(lambda: _remove(folders))
+        transaction.on_commit(lambda: _remove(folders, workspace.close))
 
 
 def _own_folders(conversation: Conversation) -> list[Path]:
@@ -58,7 +63,11 @@ def _own_folders(conversation: Conversation) -> list[Path]:
     return folders
 
 
-def _remove(folders: list[Path]) -> None:
+def _remove(folders: list[Path], close: Callable[[], None]) -> None:
+    try:
+        close()
+    except Exception:  # the engine's own errors: the orphan sweep catches what is left
+        logger.warning("could not remove the container of a deleted conversation", exc_info=True)
     for folder in folders:
         try:
             shutil.rmtree(folder)

@@ -1,11 +1,22 @@
-"""Run control: starting a run, continuing one, pausing it between steps, interrupting it now.
+"""Run control: starting a run, continuing one, pausing it between steps, interrupting it now,
+closing the conversation for good.
 
 Each is an event appended through the store, together with the row's run bookkeeping, under
-the conversation's row lock in one transaction; a slice is sent, or an interrupt published,
-only after commit. Approve and reject decisions live in orchestration.control.approvals.
+the conversation's row lock in one transaction; a slice is sent, an interrupt published, or
+the workspace's container paused, resumed or removed, only after commit. Approve and reject
+decisions live in orchestration.control.approvals.
+
+The workspace follows (workspaces.factory Lifecycle; nothing for a local one): Resume thaws
+its container, Pause freezes it when no step is in flight (freezing a running command would
+stall that step until its timeout; the container then stays up until the next pause), Close
+removes it. The engine's failures are logged, never a refusal: the run's state is what
+counts, and the orphan sweep removes what Close could not.
 """
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Callable
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -19,15 +30,42 @@ from conversations.selectors import latest_run_id
 from teams.audit import audit_record
 from teams.policies import policy_for_team, tighten
 
+from .archive import ACTIVE
 from .chain.dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
 from .chain.interrupts import interrupt_publish_on_commit
 from .step.agent import AgentConfig
 from .step.loop import run_end_events
+from .workspace import workspace_of
+
+logger = logging.getLogger(__name__)
+
+
+def refuse_closed(conversation: Conversation) -> None:
+    """Conflict when the conversation was closed: it takes no messages and no runs."""
+    if conversation.closed_at is not None:
+        raise Conflict("the conversation is closed: it takes no new messages or runs.")
+
+
+def _workspace_on_commit(conversation: Conversation, what: str) -> None:
+    """Call `what` (pause, resume, close) on the conversation's workspace after commit."""
+    workspace = workspace_of(conversation)
+    change: Callable[[], None] = getattr(workspace, what)
+
+    def call() -> None:
+        try:
+            change()
+        except Exception:  # the engine's own errors; see the module docstring
+            logger.warning("could not %s the workspace of %s", what, conversation.pk,
+                           exc_info=True)  # fmt: skip
+
+    transaction.on_commit(call)
 
 
 def run_start(conversation: Conversation, previous: Status, trigger: str) -> list:
     """Record a new slice on the row (inside the caller's transaction), send it after commit,
-    and return the events that say the run started, for the caller to append."""
+    and return the events that say the run started, for the caller to append. Conflict when
+    the conversation is closed."""
+    refuse_closed(conversation)
     conversation.run_slice = new_slice_id()
     conversation.run_slice_due_at = slice_due_at()
     conversation.interrupt_requested_at = None  # an old Interrupt must not stop the new run
@@ -76,6 +114,7 @@ def conversation_run(
         store.append(
             conversation.pk, run_start(conversation, Status(conversation.status), _name(by))
         )
+        _workspace_on_commit(conversation, "resume")
 
 
 def _set_run_limits(conversation: Conversation, iterations, cost, *, by) -> None:
@@ -114,6 +153,8 @@ def conversation_pause(*, conversation_id, by: AbstractBaseUser | None) -> None:
                 finished_reason="paused",
             ),
         )
+        if conversation.lease_token is None:  # no step in flight (module docstring)
+            _workspace_on_commit(conversation, "pause")
 
 
 def conversation_interrupt(*, conversation_id, by: AbstractBaseUser | None) -> None:
@@ -131,3 +172,31 @@ def conversation_interrupt(*, conversation_id, by: AbstractBaseUser | None) -> N
                 Status.PAUSED, f"interrupted by {_name(by)}", latest_run_id(conversation.pk)
             ),
         )
+
+
+def conversation_close(*, conversation_id, by: AbstractBaseUser | None) -> None:
+    """Close the conversation: a run going (or waiting for approval) is stopped as Interrupt
+    stops it, the workspace's container is removed, and no message or run is taken from now
+    on. The folder stays (Changes, Files, archive) until the conversation is deleted."""
+    with transaction.atomic():
+        conversation = _locked(conversation_id)
+        if conversation.closed_at is not None:
+            raise Conflict("the conversation is already closed.")
+        now = timezone.now()
+        if conversation.status in ACTIVE:
+            conversation.interrupt_requested_at = now
+            interrupt_publish_on_commit(conversation.pk)
+            store.append(
+                conversation.pk,
+                run_end_events(
+                    Status.PAUSED, f"closed by {_name(by)}", latest_run_id(conversation.pk),
+                    finished_reason="closed",
+                ),
+            )  # fmt: skip
+        conversation.closed_at = now
+        conversation.save(update_fields=["closed_at", "interrupt_requested_at", "updated_at"])
+        audit_record(
+            actor=by, kind="conversation.closed", team=conversation.team_id,
+            target=str(conversation.pk), data={},
+        )  # fmt: skip
+        _workspace_on_commit(conversation, "close")

@@ -24,9 +24,12 @@ from teams.models import Team
 from teams.permissions import Action, role_allows, team_role
 from teams.policies import policy_for_team, tighten
 from teams.services import team_ensure_personal, team_get_for
+from workspaces.factory import kind_unavailable
 from workspaces.paths import WorkspaceNameError, workspace_in_area
+from workspaces.sources import SourceError, source_check
+from workspaces.spec import WorkspaceSpec
 
-from .run_control import run_start
+from .run_control import refuse_closed, run_start
 from .step.agent import DEFAULT_TOOLS, AgentConfig
 from .step.profiles import UnknownProfileError, profile_get
 from .titles import TITLE_MAX_CHARS, clean_title, default_title
@@ -148,6 +151,39 @@ def _agent_config(*, team: Team, model: str, requested: dict[str, Any]) -> Agent
     )
 
 
+def _workspace_spec(spec: WorkspaceSpec | None, *, team: Team) -> WorkspaceSpec:
+    """The spec to store, its image resolved (the site's default unless one was asked for):
+    InvalidInput naming the policy rule a kind or image breaks, when no Docker engine answers,
+    or when the site will not clone the source."""
+    spec = spec or WorkspaceSpec()
+    policy = policy_for_team(team.pk)
+    if not policy.workspace_kind_allowed(spec.kind):
+        allowed = ", ".join(policy.allowed_workspace_kinds or ()) or "none"
+        raise InvalidInput(
+            f"team {team.name!r} does not allow {spec.kind} workspaces by policy "
+            f"(allowed_workspace_kinds: {allowed})."
+        )
+    spec = spec.with_default_image(settings.CANVAS_DOCKER_IMAGE)
+    if spec.image is not None and spec.image not in policy.images():
+        allowed = ", ".join(policy.images()) or "none"
+        raise InvalidInput(
+            f"image {spec.image!r} is not allowed by team {team.name!r}'s policy "
+            f"(allowed_images, within the site's CANVAS_DOCKER_IMAGES: {allowed})."
+        )
+    reason = kind_unavailable(spec.kind)
+    if reason is not None:
+        raise InvalidInput(f"{spec.kind} workspaces cannot be used here: {reason}")
+    if spec.source is not None:
+        try:
+            source_check(
+                spec.source, named=settings.CANVAS_GIT_REPOS,
+                local_roots=settings.CANVAS_GIT_LOCAL_ROOTS,
+            )  # fmt: skip
+        except SourceError as exc:
+            raise InvalidInput(exc.message) from None
+    return spec
+
+
 def redacted_title(team: Team, text: str) -> str:
     """Titles live on the row, outside the log's door, so they get the same redaction."""
     redactor = redactor_for_team(team.pk, team.secrets_version)
@@ -161,6 +197,7 @@ def conversation_create(
     team: Team | int | str | None = None,
     model: str,
     workspace: str | None = None,
+    workspace_spec: WorkspaceSpec | None = None,
     title: str | None = None,
     max_iterations: int | None = None,
     confirmation_mode: str | None = None,
@@ -171,7 +208,9 @@ def conversation_create(
 ) -> Conversation:
     """Create a conversation whose first user message is `prompt`, and start its run.
 
-    The optional limits may only tighten the team's policy (teams.policies.tighten)."""
+    `workspace` names its folder; `workspace_spec` says what kind of workspace it is and
+    where its files start from, within the team's policy (default: local, empty). The
+    optional limits may only tighten the team's policy (teams.policies.tighten)."""
     _check_text(prompt)
     chosen = _team_for(owner, team)
     config = _agent_config(
@@ -185,9 +224,11 @@ def conversation_create(
             "tools": tools,
         },
     )
+    spec = _workspace_spec(workspace_spec, team=chosen)
     conversation = Conversation(
-        owner=owner, team=chosen, model=model, agent_config=config.model_dump(mode="json")
-    )
+        owner=owner, team=chosen, model=model, agent_config=config.model_dump(mode="json"),
+        workspace_spec=spec.as_json(),
+    )  # fmt: skip
     conversation.title = redacted_title(chosen, title or default_title(prompt))
     conversation.workspace_path = str(
         _workspace_path(
@@ -257,6 +298,7 @@ def conversation_post_message(
     name = sender.get_username() if sender is not None else None
     with transaction.atomic():
         conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
+        refuse_closed(conversation)
         events: list = [UserMessageEvent(text=text, sender=name)]
         if conversation.status != Status.RUNNING:
             events += run_start(conversation, Status(conversation.status), name or "api")

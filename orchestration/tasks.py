@@ -85,3 +85,18 @@ def sweep_runs() -> int:
     from .chain.sweep import sweep_runs as sweep
 
     return sweep_stranded_runs() + sweep()
+
+
+@shared_task(name="orchestration.sweep_containers", ignore_result=True)
+def sweep_containers() -> int:
+    """Remove the containers of closed or deleted conversations (never one without our labels);
+    nothing to do where no Docker engine answers."""
+    from workspaces.factory import kind_unavailable
+
+    from .workspace import conversations_open
+
+    if kind_unavailable("docker") is not None:
+        return 0
+    from workspaces.docker import sweep_orphans
+
+    return sweep_orphans(conversations_open)

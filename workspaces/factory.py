@@ -131,6 +131,17 @@ def _docker(
     )  # fmt: skip
 
 
+def kind_unavailable(kind: str) -> str | None:
+    """Why workspaces of `kind` cannot be made here (for people), or None when they can."""
+    if kind != "docker":
+        return None
+    try:
+        from workspaces.docker import docker_available
+    except ImportError as exc:  # docker-py missing from this installation
+        return f"Docker support is not installed ({exc.name})."
+    return docker_available()
+
+
 def workspace_fill(workspace: Workspace, spec: WorkspaceSpec) -> bool:
     """Fill a new workspace from its spec's git source, once (workspaces.sources); True when
     this call did. Call before the baseline is taken. Raises SourceError."""

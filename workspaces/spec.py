@@ -79,6 +79,12 @@ class WorkspaceSpec(BaseModel):
             raise ValueError("an image is only for docker workspaces")
         return self
 
+    def with_default_image(self, image: str) -> WorkspaceSpec:
+        """This spec with `image` where it runs in an image and names none."""
+        if self.kind != "docker" or self.image is not None:
+            return self
+        return self.model_copy(update={"image": image})
+
     def as_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 

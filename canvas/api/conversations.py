@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from django.http import HttpRequest, HttpResponse
 from ninja import Header, Router, Schema, Status
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from common.errors import InvalidInput
 from common.inputs import Id, Int, Key, Money, Offset, Text
@@ -20,6 +20,7 @@ from conversations.search import ConversationFilter, conversations_matching
 from orchestration import archive, erase, run_control, services
 from orchestration.control import approvals
 from teams.vocabulary import ConfirmationModeName, RiskName
+from workspaces.spec import WorkspaceKind, WorkspaceSpec, spec_of
 
 from ..access import Action, conversation_for, conversations_visible_to
 from . import ERRORS, ErrorOut
@@ -39,14 +40,41 @@ IdempotencyKey = Annotated[
 ]
 
 
+class SourceIn(BaseModel):
+    # Plain pydantic, not ninja's Schema: a Schema is also built from any object's attributes,
+    # so in the `workspace` union a string it refuses would become a default object.
+    model_config = ConfigDict(extra="forbid")
+
+    repo: Text(1000, min_length=1) = Field(
+        description="An https URL, a repository the site names (CANVAS_GIT_REPOS; checked out as"
+        " a git worktree) or a local path under the site's CANVAS_GIT_LOCAL_ROOTS."
+    )
+    ref: Text(250) | None = Field(default=None, description="Branch, tag or commit; default HEAD.")
+
+
+class WorkspaceIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: WorkspaceKind = Field(
+        default="local", description="local: a folder on the worker; docker: a container."
+    )
+    source: SourceIn | None = Field(
+        default=None, description="A git repository the workspace starts from."
+    )
+    image: Text(255) | None = Field(
+        default=None, description="docker only; default: the site's CANVAS_DOCKER_IMAGE."
+    )
+
+
 class ConversationIn(Schema):
     prompt: Text(services.MAX_PROMPT_CHARS, min_length=1)
     model: Text(200, min_length=1) = "demo"
-    workspace: Text(1000) | None = Field(
+    workspace: Text(1000) | WorkspaceIn | None = Field(
         default=None,
         description="A folder name in the team's workspace area (letters, digits, '.', '_', '-';"
         " at most 100 characters); default: the conversation's id. Naming a folder a teammate's"
-        " conversation uses shares it.",
+        " conversation uses shares it. Or an object: the workspace's kind, git source and image,"
+        " within the team's policy (400 naming the rule otherwise).",
     )
     title: Text(200) | None = None
     max_iterations: Int(ge=1, le=10_000) | None = None
@@ -70,6 +98,17 @@ class ConversationPatch(Schema):
     )
 
 
+class SourceOut(Schema):
+    repo: str
+    ref: str | None
+
+
+class WorkspaceOut(Schema):
+    kind: str
+    source: SourceOut | None
+    image: str | None
+
+
 class ConversationOut(Schema):
     id: uuid.UUID
     team: int
@@ -78,6 +117,10 @@ class ConversationOut(Schema):
     model: str
     workspace: str = Field(
         description="The workspace's name in the team's area (a path for older conversations)."
+    )
+    workspace_spec: WorkspaceOut = Field(description="Its kind, git source and image.")
+    closed_at: datetime | None = Field(
+        default=None, description="When it was closed: no more messages or runs."
     )
     last_seq: int
     steps: int
@@ -107,6 +150,8 @@ def _out(c: Conversation) -> dict[str, Any]:
         "status": c.status,
         "model": c.model,
         "workspace": c.workspace_name,
+        "workspace_spec": spec_of(c.workspace_spec).as_json(),
+        "closed_at": c.closed_at,
         "last_seq": c.last_seq,
         "steps": c.steps,
         "tokens_in": c.tokens_in,
@@ -116,6 +161,17 @@ def _out(c: Conversation) -> dict[str, Any]:
         "created_at": c.created_at,
         "updated_at": c.updated_at,
     }
+
+
+def _spec(given: WorkspaceIn | None) -> WorkspaceSpec | None:
+    if given is None:
+        return None
+    try:
+        return WorkspaceSpec.model_validate(given.model_dump())
+    except ValidationError as exc:
+        raise InvalidInput(
+            "workspace: " + "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        ) from None
 
 
 def _reply(answer: Answer, response: HttpResponse) -> Status:
@@ -129,11 +185,13 @@ def conversation_create(
     request: HttpRequest, body: ConversationIn, response: HttpResponse, key: IdempotencyKey = None
 ):
     def create() -> tuple[int, dict[str, Any]]:
+        named = isinstance(body.workspace, str)
         conversation = services.conversation_create(
             owner=request.user,
             prompt=body.prompt,
             model=body.model,
-            workspace=body.workspace,
+            workspace=body.workspace if named else None,
+            workspace_spec=None if named else _spec(body.workspace),
             title=body.title,
             max_iterations=body.max_iterations,
             team=body.team,
@@ -307,6 +365,15 @@ def conversation_interrupt(request: HttpRequest, conversation_id: Key):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
     run_control.conversation_interrupt(conversation_id=conversation.pk, by=request.user)
     return {"status": "paused"}
+
+
+@router.post("/{conversation_id}/close", response={200: dict, **ERRORS})
+def conversation_close(request: HttpRequest, conversation_id: Key):
+    """Stop its run, remove its container; its folder stays until it is deleted. A closed
+    conversation takes no messages or runs (409)."""
+    conversation = conversation_for(request.user, conversation_id, Action.ACT)
+    run_control.conversation_close(conversation_id=conversation.pk, by=request.user)
+    return {"status": _status(conversation), "closed": True}
 
 
 @router.post("/{conversation_id}/resume", response={202: dict, **ERRORS})
