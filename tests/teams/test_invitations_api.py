@@ -47,7 +47,12 @@ def test_the_invitee_sees_accepts_and_joins_in_the_invited_role(user, bob, team_
     ]
     assert call(alice, "get", "/api/invitations")[1] == []  # not addressed to alice
     status, joined = call(as_bob, "post", f"/api/invitations/{invitation['id']}/accept")
-    assert status == 200 and joined == {"id": team_id, "name": "alice's team", "role": "viewer"}
+    assert status == 200 and joined == {
+        "id": team_id,
+        "name": "alice's team",
+        "role": "viewer",
+        "model_titles": False,
+    }
     membership = Membership.objects.get(user=bob, team_id=team_id)
     assert membership.role == "viewer" and membership.is_default  # his first team
     assert call(as_bob, "get", "/api/invitations")[1] == []

@@ -32,7 +32,12 @@ def join(team_id: int, person, username: str, role: str = "member", *, by) -> No
     )
     assert status == 201, invitation
     status, joined = call(person, "post", f"/api/invitations/{invitation['id']}/accept")
-    assert status == 200 and joined == {"id": team_id, "name": joined["name"], "role": role}
+    assert status == 200 and joined == {
+        "id": team_id,
+        "name": joined["name"],
+        "role": role,
+        "model_titles": False,
+    }
 
 
 def test_owner_invites_by_username_or_email_changes_roles_and_removes(user, bob, team_id):
