@@ -40,8 +40,9 @@ from .ws_close import CloseCode
 
 FRAGMENTS = "canvas/conversation_detail.html"
 STATUS_CHANGED = event_tag(StatusChangeEvent)
-STATS_FIELDS = ("steps", "tokens_in", "tokens_out", "cost_usd", "created_at")
-"""What the `#stats` fragment shows: the only columns a header refresh reads."""
+STATS_FIELDS = ("steps", "tokens_in", "tokens_out", "cost_usd", "created_at", "closed_at")
+"""What the `#stats` fragment shows, and whether the conversation is closed (the controls):
+the only columns a header refresh reads."""
 
 
 def _wants_header_refresh(record: dict[str, Any]) -> bool:
@@ -135,6 +136,12 @@ class ConversationPageConsumer(EventRelayConsumer):
         context = self._context()
         html = render_to_string(f"{FRAGMENTS}#stats", {**context, "conversation": conversation})
         if status is not None:
+            # The controls again, now knowing whether it is closed (a closed one offers no
+            # Resume): the row frames drew them from the event alone.
+            html += render_to_string(
+                f"{FRAGMENTS}#controls",
+                {**context, "status": status, "closed_at": conversation.closed_at},
+            )
             # Only a conversation left waiting has cards; any other status clears them.
             waiting = status == Status.WAITING_FOR_CONFIRMATION
             cards = await _pending_cards(self.conversation_id) if waiting else []

@@ -557,20 +557,3 @@ def _stop_group(pgid: int, start: int) -> bool:
     ):
         time.sleep(0.02)
     return True
-
-
-def workspace_for(
-    conversation_id: str, workspace_path: str | None, *, network: Network = "none"
-) -> LocalWorkspace:
-    """The local workspace of a conversation: its own directory unless one was configured.
-    `network` is the team policy's (workspaces.sandbox decides what it gets)."""
-    from django.conf import settings
-
-    if not conversation_id or conversation_id in {".", ".."} or "/" in conversation_id:
-        raise ValueError(f"invalid conversation id {conversation_id!r}")
-    root = (
-        Path(workspace_path)
-        if workspace_path
-        else settings.CANVAS_WORKSPACES_ROOT / conversation_id
-    )
-    return LocalWorkspace(root, settings.CANVAS_STATE_ROOT / conversation_id, network=network)

@@ -12,6 +12,7 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.db import connections
 from django.test import Client
+from django.utils import timezone
 
 from canvas import consumers
 from canvas.asgi import application
@@ -167,6 +168,22 @@ async def test_status_change_updates_badge_controls_and_stats(user):
     assert '<div id="controls" class="controls" hx-swap-oob="true">' in frames[1]
     assert 'id="stats"' in frames[2] and 'hx-swap-oob="true"' in frames[2]
     assert "10 in · 5 out" in frames[2]
+    await communicator.disconnect()
+
+
+async def test_a_closed_conversations_controls_offer_no_resume(user):
+    conversation = await database_sync_to_async(make_conversation)(user, 1)
+    communicator = await connect(conversation, await database_sync_to_async(session_headers)(user))
+    await communicator.send_to(text_data=json.dumps({"resume": 1}))
+    await Conversation.objects.filter(pk=conversation.pk).aupdate(closed_at=timezone.now())
+    await database_sync_to_async(store.append)(
+        conversation.pk, [StatusChangeEvent(status=Status.PAUSED, previous=Status.RUNNING)]
+    )
+    await receive_rows(communicator, 1)
+    header = await communicator.receive_from(timeout=5)  # follows the rows it refreshes
+    assert 'id="stats"' in header
+    assert '<div id="controls" class="controls" hx-swap-oob="true">' in header
+    assert ">Closed</span>" in header and "resume" not in header
     await communicator.disconnect()
 
 

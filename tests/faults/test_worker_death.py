@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from orchestration import services
+from orchestration.workspace import workspace_of
 from tests.conftest import wait_for
 from tests.runs import script
-from workspaces.local import workspace_for
 
 from .checks import (
     SIDE_FILE,
@@ -104,7 +104,7 @@ def test_a_new_runner_stops_a_command_its_predecessor_left_before_running_anythi
             {"tool": "finish", "args": {"message": "done"}},
         ),
     )  # fmt: skip
-    old = workspace_for(str(conversation.pk), conversation.workspace_path)
+    old = workspace_of(conversation)
     leftover = threading.Thread(
         target=old.run, args=(marked_command(stack.marker, "old", 20),), kwargs={"timeout": 60}
     )
