@@ -100,6 +100,7 @@ def _context(
     own = Policy.objects.filter(team=team).values_list("network", flat=True).first()
     return {
         "team": team,
+        "can_administer": True,  # the page is for admins only
         "rows": rows,
         "add_form": add_form or HookForm(),
         "notification": info,
@@ -114,7 +115,9 @@ def _context(
     }
 
 
-PAGE = SettingsPage(TEMPLATE, "team-hooks", _context, shown_to=Action.ADMINISTER)
+PAGE = SettingsPage(
+    TEMPLATE, "team-hooks", _context, "Hooks & notifications", shown_to=Action.ADMINISTER
+)
 
 team_hooks = PAGE.view()
 

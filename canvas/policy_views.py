@@ -92,7 +92,7 @@ def _context(
     }
 
 
-PAGE = SettingsPage(TEMPLATE, "team-policy", _context)
+PAGE = SettingsPage(TEMPLATE, "team-policy", _context, "Policy")
 
 
 team_policy = PAGE.view()

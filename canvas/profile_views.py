@@ -72,7 +72,7 @@ def _context(
     }
 
 
-PAGE = SettingsPage(TEMPLATE, "team-profiles", _context)
+PAGE = SettingsPage(TEMPLATE, "team-profiles", _context, "Model profiles")
 
 
 team_profiles = PAGE.view()

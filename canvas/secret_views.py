@@ -51,7 +51,7 @@ def _context(
     }
 
 
-PAGE = SettingsPage(TEMPLATE, "team-secrets", _context)
+PAGE = SettingsPage(TEMPLATE, "team-secrets", _context, "Secrets")
 
 
 team_secrets = never_cache(PAGE.view())

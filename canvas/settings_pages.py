@@ -93,7 +93,13 @@ class SettingsPage:
     template: str
     page: str
     context: Callable[..., dict[str, Any]]
+    title: str
+    """The page's heading (canvas/team_settings_page.html)."""
     shown_to: Action = Action.VIEW
+
+    def _context(self, request: HttpRequest, team: Team, **extra: Any) -> dict[str, Any]:
+        context = self.context(request, team, **extra)
+        return {**context, "page_title": self.title, "settings_page": self.page}
 
     def team(self, request: HttpRequest, team_id: int, action: Action | None = None) -> Team:
         """The page's team for `action` (default: seeing the page)."""
@@ -106,7 +112,7 @@ class SettingsPage:
         @require_GET
         def show(request: HttpRequest, team_id: int) -> HttpResponse:
             team = self.team(request, team_id)
-            return render(request, self.template, self.context(request, team))
+            return render(request, self.template, self._context(request, team))
 
         return show
 
@@ -117,7 +123,7 @@ class SettingsPage:
         """The answer to a write that changed `partial` (see `section_response`)."""
         return section_response(
             request, template=self.template, partial=partial, page=self.page, team=team,
-            context=lambda: self.context(request, team, **extra), status=status,
+            context=lambda: self._context(request, team, **extra), status=status,
             shows_once=shows_once,
         )  # fmt: skip
 

@@ -9,8 +9,9 @@ it (`tighten`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
+from dataclasses import fields as dataclass_fields
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -118,44 +119,43 @@ def _allow_list(value: Iterable[str] | None) -> tuple[str, ...] | None:
     return items or None
 
 
+ALLOW_LISTS = frozenset(
+    ("allowed_tools", "allowed_agent_kinds", "allowed_workspace_kinds", "allowed_images")
+)
+"""EffectivePolicy's allow-lists: stored as JSON lists, where empty means no restriction."""
+
+
 def _from_row(row: Policy) -> EffectivePolicy:
+    values = {f.name: getattr(row, f.name) for f in dataclass_fields(EffectivePolicy)}
     return EffectivePolicy(
-        confirmation_mode=row.confirmation_mode,
-        risk_threshold=row.risk_threshold,
-        allowed_tools=_allow_list(row.allowed_tools),
-        allowed_agent_kinds=_allow_list(row.allowed_agent_kinds),
-        max_iterations_per_run=row.max_iterations_per_run,
-        max_cost_per_run_usd=row.max_cost_per_run_usd,
-        max_cost_per_month_usd=row.max_cost_per_month_usd,
-        max_concurrent_runs=row.max_concurrent_runs,
-        network=row.network,
-        allowed_workspace_kinds=_allow_list(row.allowed_workspace_kinds),
-        allowed_images=_allow_list(row.allowed_images),
-        docker_cpus=row.docker_cpus,
-        docker_memory_mb=row.docker_memory_mb,
-        docker_pids=row.docker_pids,
+        **{k: _allow_list(v) if k in ALLOW_LISTS else v for k, v in values.items()}
     )
+
+
+RANKED = {
+    "confirmation_mode": CONFIRMATION_RANK,
+    "risk_threshold": THRESHOLD_RANK,
+    "network": NETWORK_RANK,
+}
+"""Fields whose stricter value is the higher ranked; allow-lists intersect; the rest are limits
+(the smaller wins, None being no limit)."""
+
+
+def _stricter(name: str, a: Any, b: Any) -> Any:
+    if name in RANKED:
+        return stricter_rank(a, b, RANKED[name])
+    if name in ALLOW_LISTS:
+        return _intersect(a, b)
+    return min_limit(a, b)
 
 
 def combine(a: EffectivePolicy, b: EffectivePolicy) -> EffectivePolicy:
     """The stricter value of every field of two policies."""
     return EffectivePolicy(
-        confirmation_mode=stricter_rank(
-            a.confirmation_mode, b.confirmation_mode, CONFIRMATION_RANK
-        ),
-        risk_threshold=stricter_rank(a.risk_threshold, b.risk_threshold, THRESHOLD_RANK),
-        allowed_tools=_intersect(a.allowed_tools, b.allowed_tools),
-        allowed_agent_kinds=_intersect(a.allowed_agent_kinds, b.allowed_agent_kinds),
-        max_iterations_per_run=min_limit(a.max_iterations_per_run, b.max_iterations_per_run),
-        max_cost_per_run_usd=min_limit(a.max_cost_per_run_usd, b.max_cost_per_run_usd),
-        max_cost_per_month_usd=min_limit(a.max_cost_per_month_usd, b.max_cost_per_month_usd),
-        max_concurrent_runs=min_limit(a.max_concurrent_runs, b.max_concurrent_runs),
-        network=stricter_rank(a.network, b.network, NETWORK_RANK),
-        allowed_workspace_kinds=_intersect(a.allowed_workspace_kinds, b.allowed_workspace_kinds),
-        allowed_images=_intersect(a.allowed_images, b.allowed_images),
-        docker_cpus=min_limit(a.docker_cpus, b.docker_cpus),
-        docker_memory_mb=min_limit(a.docker_memory_mb, b.docker_memory_mb),
-        docker_pids=min_limit(a.docker_pids, b.docker_pids),
+        **{
+            f.name: _stricter(f.name, getattr(a, f.name), getattr(b, f.name))
+            for f in dataclass_fields(EffectivePolicy)
+        }
     )
 
 
@@ -353,41 +353,34 @@ def _network(value: Any) -> str:
     return value
 
 
+def _money(value: Any, key: str) -> Decimal | None:
+    return None if value is None else _decimal(value, key).quantize(Decimal("0.0001"))
+
+
+_CLEANERS: dict[str, Callable[[Any, str], Any]] = {
+    "confirmation_mode": lambda value, key: _ranked(value, key, CONFIRMATION_RANK),
+    "risk_threshold": lambda value, key: _ranked(value, key, THRESHOLD_RANK),
+    "allowed_tools": lambda value, key: _names(value, key, TOOL_NAME),
+    "allowed_agent_kinds": lambda value, key: _names(value, key, AGENT_KIND),
+    "max_iterations_per_run": lambda value, key: _count(value, key, MAX_ITERATIONS),
+    "max_cost_per_run_usd": _money,
+    "max_cost_per_month_usd": _money,
+    "max_concurrent_runs": lambda value, key: _count(value, key, 10_000),
+    "network": lambda value, key: _network(value),
+    "allowed_workspace_kinds": lambda value, key: _names(value, key, WORKSPACE_KIND),
+    "allowed_images": lambda value, key: _names(value, key, IMAGE_NAME),
+    "docker_cpus": lambda value, key: _cpus(value),
+    "docker_memory_mb": lambda value, key: _count(value, key, MAX_DOCKER_MEMORY_MB),
+    "docker_pids": lambda value, key: _count(value, key, MAX_DOCKER_PIDS),
+}
+"""How each editable field is checked and normalised (the service's own words on refusal)."""
+
+
 def _clean(fields: Mapping[str, Any]) -> dict[str, Any]:
     unknown = set(fields) - set(EDITABLE)
     if unknown:
         raise InvalidInput(f"unknown policy fields: {', '.join(sorted(unknown))}.")
-    cleaned: dict[str, Any] = {}
-    for key, value in fields.items():
-        if key == "confirmation_mode":
-            cleaned[key] = _ranked(value, key, CONFIRMATION_RANK)
-        elif key == "risk_threshold":
-            cleaned[key] = _ranked(value, key, THRESHOLD_RANK)
-        elif key == "allowed_tools":
-            cleaned[key] = _names(value, key, TOOL_NAME)
-        elif key == "allowed_agent_kinds":
-            cleaned[key] = _names(value, key, AGENT_KIND)
-        elif key == "max_iterations_per_run":
-            cleaned[key] = _count(value, key, MAX_ITERATIONS)
-        elif key == "max_concurrent_runs":
-            cleaned[key] = _count(value, key, 10_000)
-        elif key == "network":
-            cleaned[key] = _network(value)
-        elif key == "allowed_workspace_kinds":
-            cleaned[key] = _names(value, key, WORKSPACE_KIND)
-        elif key == "allowed_images":
-            cleaned[key] = _names(value, key, IMAGE_NAME)
-        elif key == "docker_cpus":
-            cleaned[key] = _cpus(value)
-        elif key == "docker_memory_mb":
-            cleaned[key] = _count(value, key, MAX_DOCKER_MEMORY_MB)
-        elif key == "docker_pids":
-            cleaned[key] = _count(value, key, MAX_DOCKER_PIDS)
-        else:  # the two money limits
-            cleaned[key] = (
-                None if value is None else _decimal(value, key).quantize(Decimal("0.0001"))
-            )
-    return cleaned
+    return {key: _CLEANERS[key](value, key) for key, value in fields.items()}
 
 
 def _snapshot(row: Policy) -> dict[str, Any]:
