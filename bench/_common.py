@@ -112,7 +112,12 @@ def setup_django(extra_env: dict[str, str] | None = None, *, migrate: bool = Tru
     """Point this process at the bench database (created if missing), set up Django, migrate."""
     env = bench_env(extra_env)
     name = urlsplit(env["DATABASE_URL"]).path.lstrip("/")
-    if env["DATABASE_URL"] == os.environ.get("DATABASE_URL") and name != BENCH_DB_NAME:
+    explicit = "BENCH_DATABASE_URL" in os.environ  # chosen by name (and inherited by children)
+    if (
+        env["DATABASE_URL"] == os.environ.get("DATABASE_URL")
+        and name != BENCH_DB_NAME
+        and not explicit
+    ):
         sys.exit(f"bench: refusing to use {name!r}, the database in DATABASE_URL.")
     _ensure_database(env["DATABASE_URL"])
     os.environ.update(env)
