@@ -14,6 +14,11 @@ from pathlib import Path
 from typing import BinaryIO, Literal, Protocol
 
 
+class WorkspaceUnavailable(RuntimeError):
+    """Commands cannot run here at all (no sandbox, no Docker engine, a missing image); the
+    message says what a person can do about it."""
+
+
 class WorkspacePathError(ValueError):
     """A path resolved outside the workspace root (via '..', an absolute path, or a symlink)."""
 

@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from workspaces.base import WorkspaceUnavailable
+
 logger = logging.getLogger(__name__)
 
 Network = Literal["none", "host"]
@@ -92,7 +94,7 @@ sys.exit(code)
 """
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(WorkspaceUnavailable):
     """No working sandbox here, and the site does not allow unsandboxed commands."""
 
 

@@ -26,6 +26,7 @@ from django.db import close_old_connections
 from conversations import store
 from conversations.events import AgentErrorEvent, Status
 from conversations.models import Conversation
+from workspaces.base import WorkspaceUnavailable
 
 from ..step.history import history_refresh
 from ..step.llm import LLMClient
@@ -125,12 +126,15 @@ def _fail(conversation_id: str, token: str, exc: BaseException) -> None:
     history = history_refresh(conversation_id)
     if history.state.status != Status.RUNNING:
         return
+    if isinstance(exc, WorkspaceUnavailable):  # not a bug: the message says what to do
+        error = AgentErrorEvent(code="workspace_unavailable", message=str(exc))
+        reason = "the workspace is unavailable"
+    else:
+        error = AgentErrorEvent(code="internal_error", message=f"{type(exc).__name__}: {exc}")
+        reason = "internal error"
     store.append(
         conversation_id,
-        [
-            AgentErrorEvent(code="internal_error", message=f"{type(exc).__name__}: {exc}"),
-            *run_end_events(Status.ERROR, "internal error", history.state.run_id),
-        ],
+        [error, *run_end_events(Status.ERROR, reason, history.state.run_id)],
         lease_token=token,
     )
 
