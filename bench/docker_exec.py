@@ -2,10 +2,12 @@
 LocalWorkspace.run, and how long a new container takes to run its first command.
 
 - round trip: `run("true")` N times each way (default 50, `--quick` 10), interleaved so load
-  drifts hit both alike: the terminal tool's whole path (wrapper, state save and restore; the
-  bubblewrap sandbox for local, docker exec for Docker).
+  drifts hit all alike: the terminal tool's whole path (wrapper, state save and restore; the
+  bubblewrap sandbox for local; for Docker the dispatcher in the container, and, as a third
+  column, the exec path it falls back to: one `docker exec` per command, as before it).
 - first command: from a DockerWorkspace with no container to the first `true` answered
-  (create, start, exec), M times (default 5, `--quick` 2); each container is removed after.
+  (create, start, the dispatcher's start, the command), M times (default 5, `--quick` 2);
+  each container is removed after.
 Uses the test image of tests/docker_images.py (built locally if missing). Needs no database.
 
     .venv/bin/python bench/docker_exec.py [--count 50] [--starts 5] [--quick] [--json out.json]
@@ -74,16 +76,22 @@ def main() -> None:
             )  # fmt: skip
 
         local = LocalWorkspace(base / "local" / "root", base / "local" / "state")
-        container = docker_ws("exec")
+        container = docker_ws("dispatch")
+        by_exec = docker_ws("exec")
+        by_exec._dispatcher = lambda: None  # type: ignore[method-assign]  # the fallback path
         try:
-            _run_true(local), _run_true(container)  # warm up (and create) outside the samples
+            # Warm up (and create) outside the samples.
+            _run_true(local), _run_true(container), _run_true(by_exec)
             on_local: list[float] = []
             in_docker: list[float] = []
+            with_exec: list[float] = []
             for _ in range(options.count):
                 on_local.append(_run_true(local))
                 in_docker.append(_run_true(container))
+                with_exec.append(_run_true(by_exec))
         finally:
             container.close()
+            by_exec.close()
 
         starts: list[float] = []
         for index in range(options.starts):
@@ -94,12 +102,18 @@ def main() -> None:
                 fresh.close()
 
     local_s, docker_s, start_s = _summary(on_local), _summary(in_docker), _summary(starts)
+    exec_s = _summary(with_exec)
     ratio = docker_s["median_ms"] / local_s["median_ms"]
+    exec_ratio = exec_s["median_ms"] / local_s["median_ms"]
     verdict = "met" if ratio <= TARGET_RATIO else "MISSED"
     print(
         f"round trip  docker {docker_s['median_ms']:6.1f} ms (p95 {docker_s['p95_ms']:.1f}), "
         f"local {local_s['median_ms']:6.1f} ms (p95 {local_s['p95_ms']:.1f}): {ratio:.2f}x "
         f"(target <= {TARGET_RATIO:.0f}x: {verdict})"
+    )
+    print(
+        f"exec path   docker {exec_s['median_ms']:6.1f} ms (p95 {exec_s['p95_ms']:.1f}): "
+        f"{exec_ratio:.2f}x local (one exec per command, the fallback)"
     )
     print(
         f"first cmd   create-to-first-command {start_s['median_ms']:6.1f} ms median "
@@ -111,6 +125,7 @@ def main() -> None:
         results = {
             "count": options.count,
             "round_trip": {"docker": docker_s, "local": local_s, "ratio": ratio},
+            "exec_path": {"docker": exec_s, "ratio": exec_ratio},
             "first_command": start_s,
             "loadavg": os.getloadavg(),
         }

@@ -2,38 +2,52 @@
 
 The directory stays on the worker's host, as for LocalWorkspace, and is bind-mounted at
 /workspace; so everything that looks at the files from outside (read/write, baseline, changes,
-files, archive) is LocalWorkspace's, unchanged. Only commands differ: they run with `docker
-exec` in the container `canvas-<conversation id>`, created lazily by the first command (and
-again if it vanished), from the team's image, with `init`, no capabilities,
-no-new-privileges, the CPU / memory / pids limits and the network mode ("none" or "bridge")
-given. The only host paths it sees are the workspace and a runs directory in the state
+files, archive) is LocalWorkspace's, unchanged. Only commands differ: they run in the
+container `canvas-<conversation id>`, created lazily by the first command (and again if it
+vanished), from the team's image, with `init`, no capabilities, no-new-privileges, the CPU /
+memory / pids limits and the network mode ("none" or "bridge") given. The only host paths it sees are the workspace and a runs directory in the state
 directory (state_dir/docker-runs at /canvas/runs), where each command gets a fresh directory
 for its script and its saved state, exactly as under the local sandbox: the same wrapper
 (local._WRAPPER) keeps `cd` and `export` across commands, even from different worker
 processes, and never saves what `run(extra_env=...)` gave one command. Nothing of the worker's
-own environment reaches the container: it is created with none, and each exec gets the clean
-base environment plus what the caller grants.
+own environment reaches the container: it is created with none, and each command gets the
+clean base environment plus what the caller grants.
 
 Owners: a worker running as root runs the container as the image's user (non-root where the
 image has one) and hands the workspace tree to that user when it creates the container, so
 the agent can write it; files the worker writes later are given to the same owner. A worker
 that is not root runs the container as its own uid:gid, so both sides own the same files.
 
-Each exec is its own session in the container (runc makes it one), so a command's process
-group is the wrapper shell's pid, which the launcher writes to its run directory first thing.
-A timed-out or interrupted command's group is killed with another exec (SIGTERM, then SIGKILL
-after a grace); where even that exec cannot start (a fork bomb holding every pid), the
-container is restarted. A command's record in the state directory lets the next runner's
-`stop_leftovers` kill what a dead runner left running in the container.
+An exec costs 50-70 ms of the engine's own (runc joining the container's namespaces and
+cgroups), so commands are not started with one each: a small dispatcher (_DISPATCH, plain
+bash), started in the container by one exec when no one reads its FIFO, takes each command as
+a message through that FIFO in the runs directory (the worker's non-blocking open fails with
+ENXIO when it is gone: a restart, a kill) and starts the same launcher. Output comes back
+through a FIFO in the command's run directory (a pipe, so a `yes` fills no disk), exit code
+and saved state through its files, all read through the run directory's open descriptor. The
+command's environment, secrets included, travels in the message, never in a file. Where the
+dispatcher cannot run (an image without setsid) or a message cannot go in one piece (more than
+PIPE_BUF bytes), the command runs with an exec of its own, with the same result; one the
+dispatcher took and died without starting is run that way too.
+
+Either way a command is a session of its own in the container (runc makes each exec one; the
+dispatcher uses setsid), so its process group is the launcher's pid, which the launcher writes
+to its run directory first thing. A timed-out or interrupted command's group is killed with an
+exec (SIGTERM, then SIGKILL after a grace); where even that exec cannot start (a fork bomb
+holding every pid), the container is restarted. A command's record in the state directory lets
+the next runner's `stop_leftovers` kill what a dead runner left running in the container.
 
 The container is the boundary (see DESIGN.md): whatever runs in it sees only the container's
-processes, its own environment and the two mounts.
+processes, its own environment and the two mounts. A process a command leaves behind outside
+its group (setsid) could read the dispatcher's FIFO, and so a later command's secrets; it could
+as well read them from that command's /proc/PID/environ under exec, so this opens nothing new.
 """
 
 from __future__ import annotations
 
 import codecs
 import contextlib
+import fcntl
 import io
 import json
 import logging
@@ -42,6 +56,7 @@ import re
 import select
 import shutil
 import socket
+import stat
 import tarfile
 import threading
 import time
@@ -59,6 +74,7 @@ from workspaces.local import (
     _CWD_FILE,
     _DRAIN_SECONDS,
     _ENV_FILE,
+    _ENV_NAME,
     _KILL_GRACE_SECONDS,
     _RECORD_SUFFIX,
     _WRAPPER,
@@ -69,6 +85,7 @@ from workspaces.local import (
     _write_atomic,
     transient_env,
 )
+from workspaces.local import _drain as _drain_fd
 
 logger = logging.getLogger(__name__)
 
@@ -85,10 +102,23 @@ _FRAME_HEADER = 8
 _AVAILABLE_TTL_SECONDS = 5.0
 _ENGINE_TIMEOUT_SECONDS = 30
 _KILL_ATTEMPTS = 3
+# Each dispatcher reads a FIFO of its own in the runs directory (the container must open it),
+# named in a file of the state directory, out of the container's reach: one that starts too
+# late to be used finds its FIFO gone (or never written to) instead of sharing the next one's.
+_DISPATCH_POINTER = "dispatcher"
+_DISPATCH_FIFO = re.compile(r"dispatch-[0-9a-f]{32}")
+_DISPATCH_LOCK = "dispatcher.lock"  # in the state directory, out of the container's reach
+_DISPATCH_REFUSED = "dispatcher.refused"  # the id of a container that cannot run it
+_DISPATCH_NO_SETSID = 3
+_DISPATCH_START_SECONDS = 3.0
+_DISPATCH_NUDGE_SECONDS = 0.2
+_DISPATCH_LOST_SECONDS = 1.0
+_POLL_FIRST_SECONDS = 0.002
+_POLL_LAST_SECONDS = 0.05
 
 # `bash -c LAUNCH bash RUN_PREFIX ENV_FILE TRANSIENT_NAMES WRAPPER`. The launcher writes its
-# /proc stat line first thing (its pid is the command's process group: every exec is a session
-# of its own), runs local._WRAPPER as a child, and when that ends kills what the command left
+# /proc stat line first thing (its pid is the command's process group: it is a session of its
+# own, an exec's or the dispatcher's setsid), runs local._WRAPPER as a child, and when that ends kills what the command left
 # in its group, so no job outlives its command (as under the local sandbox). Its TERM trap
 # only makes it wait for the wrapper, which saves its state on the way out. stderr goes into
 # stdout, one stream, so the output keeps the order it was written in (as local's one pipe).
@@ -133,6 +163,51 @@ done
 kill -KILL -- "-$pgid" 2>/dev/null
 exit 0
 """
+
+
+# `bash -c DISPATCH canvas-dispatch FIFO LAUNCH WRAPPER`, started by one exec and left
+# running: it reads commands from FIFO and starts each as the exec path would, without an exec
+# (runc joining the container's namespaces and cgroups costs 50-70 ms an exec). A message is
+# NUL-terminated fields: the run directory's name, the cwd, the transient names (as _LAUNCH's
+# $3), then NAME=VALUE pairs ending with an empty field; the pairs are the command's whole
+# environment on top of the container's, secrets included, so they only ever pass through
+# the pipe. Each command gets a subshell that drops the FIFO, takes that environment (SHLVL
+# and OLDPWD reset, as in a fresh exec), and starts _LAUNCH in a session of its own (setsid),
+# so its pid is again its group; stdin is /dev/null, stdout the run directory's output FIFO
+# (opened read-write: never waits for a reader). The subshell waits for it and writes its
+# status as command.rc if the launcher could not (killed: OOM), which the exec path asks the
+# engine for. The FIFO is held read-write too: a read waits for the next message instead of
+# seeing an end of file, and the worker's non-blocking open fails (ENXIO) once it is gone.
+_DISPATCH = r"""
+command -v setsid > /dev/null || exit 3
+exec 3<> "$1" || exit 4
+launch=$2 wrapper=$3
+while IFS= read -r -d '' run <&3 && IFS= read -r -d '' cwd <&3 &&
+    IFS= read -r -d '' transient <&3; do
+  env=()
+  while IFS= read -r -d '' pair <&3 && [[ -n $pair ]]; do env+=("$pair"); done
+  [[ $run =~ ^run-[0-9a-f]{32}$ ]] || continue
+  (
+    exec 3<&-
+    dir=/canvas/runs/$run
+    cd -- "$cwd" 2> /dev/null || cd /workspace || exit
+    unset OLDPWD
+    export SHLVL=0
+    for pair in "${env[@]}"; do
+      [[ ${pair%%=*} =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] && export "$pair"
+    done
+    [[ -p $dir/command.out ]] || exit
+    setsid bash --noprofile --norc -c "$launch" bash "$dir/command" "$dir/env.sh" \
+      "$transient" "$wrapper" < /dev/null 1<> "$dir/command.out" 2>&1
+    rc=$?
+    [[ -e $dir/command.rc ]] || printf '%s' "$rc" > "$dir/command.rc"
+  ) &
+done
+"""
+
+
+class _DispatchLost(Exception):
+    """The dispatcher went away with a command it had not started."""
 
 
 class DockerWorkspaceError(RuntimeError):
@@ -357,6 +432,31 @@ class DockerWorkspace(LocalWorkspace):
         """As LocalWorkspace.run, in the container (see the module docstring)."""
         transient = transient_env(extra_env)
         name = f"run-{uuid.uuid4().hex}"
+        message = _message(name, self._container_cwd(), {**self._env, **transient}, transient)
+        dispatcher = None if message is None else self._dispatcher()
+        if dispatcher is not None:
+            try:
+                return self._run(name, command, timeout, transient, cancel, (dispatcher, message))
+            except _DispatchLost:
+                # It took the message and died before starting it: nothing ran, so run it the
+                # slow way (the next command restarts the dispatcher).
+                logger.warning("%s: the dispatcher went away; using exec", self.container_name)
+                name = f"run-{uuid.uuid4().hex}"
+            finally:
+                os.close(dispatcher)
+        return self._run(name, command, timeout, transient, cancel, None)
+
+    def _run(
+        self,
+        name: str,
+        command: str,
+        timeout: float,
+        transient: dict[str, str],
+        cancel: threading.Event | None,
+        dispatch: tuple[int, bytes] | None,
+    ) -> CommandResult:
+        """One command in the run directory `name`: handed to the dispatcher when `dispatch`
+        (its FIFO and the message) is given, else run with an exec."""
         run_dir = self.runs_dir / name
         record = self.state_dir / f"{name}{_RECORD_SUFFIX}"
         run_dir.mkdir(mode=0o700)
@@ -370,19 +470,23 @@ class DockerWorkspace(LocalWorkspace):
             if saved_env is not None:
                 _write_new(dir_fd, _ENV_FILE, saved_env)
             _write_atomic(record, json.dumps({"container": self.container_name}).encode())
-            prefix = f"{CONTAINER_RUNS}/{name}/command"
-            argv = ["bash", "--noprofile", "--norc", "-c", _LAUNCH, "bash", prefix,
-                    f"{CONTAINER_RUNS}/{name}/{_ENV_FILE}", " ".join(transient), _WRAPPER]  # fmt: skip
-            exec_id = self._exec_create(argv, env={**self._env, **transient})
-            # After the exec is created: creating the container may have changed the owner.
-            owner = self._owner()
-            if owner is not None:
-                os.fchown(dir_fd, *owner)
-            stream = self._api().exec_start(exec_id, socket=True)
-            timed_out, cancelled = self._collect(stream, output, timeout, cancel, dir_fd)
-            exit_code = None if timed_out or cancelled else _exit_code(dir_fd)
-            if exit_code is None and not (timed_out or cancelled):
-                exit_code = self._exit_code(exec_id)  # the launcher itself was killed (OOM)
+            if dispatch is not None:
+                timed_out, cancelled = self._dispatch(*dispatch, dir_fd, output, timeout, cancel)
+                exit_code = None if timed_out or cancelled else _await_exit_code(dir_fd)
+            else:
+                prefix = f"{CONTAINER_RUNS}/{name}/command"
+                argv = ["bash", "--noprofile", "--norc", "-c", _LAUNCH, "bash", prefix,
+                        f"{CONTAINER_RUNS}/{name}/{_ENV_FILE}", " ".join(transient), _WRAPPER]  # fmt: skip
+                exec_id = self._exec_create(argv, env={**self._env, **transient})
+                # After the exec is created: creating the container may have changed the owner.
+                owner = self._owner()
+                if owner is not None:
+                    os.fchown(dir_fd, *owner)
+                stream = self._api().exec_start(exec_id, socket=True)
+                timed_out, cancelled = self._collect(stream, output, timeout, cancel, dir_fd)
+                exit_code = None if timed_out or cancelled else _exit_code(dir_fd)
+                if exit_code is None and not (timed_out or cancelled):
+                    exit_code = self._exit_code(exec_id)  # the launcher itself was killed (OOM)
             self._commit_state(Path("command"), dir_fd=dir_fd)
         finally:
             os.close(dir_fd)
@@ -395,6 +499,169 @@ class DockerWorkspace(LocalWorkspace):
             truncated=output.dropped > 0,
             interrupted=cancelled,
         )
+
+    # -- the dispatcher ----------------------------------------------------------------------
+
+    def _dispatcher(self) -> int | None:
+        """The dispatcher's FIFO open for writing; started first if no one reads it. None when
+        it cannot be started (then commands use exec)."""
+        fifo = self._open_dispatcher()
+        if fifo is not None:
+            return fifo
+        # One starter at a time (worker processes of this host share the state directory),
+        # so two never each start one.
+        with open(self.state_dir / _DISPATCH_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            fifo = self._open_dispatcher()
+            if fifo is None:
+                fifo = self._start_dispatcher()
+        return fifo
+
+    def _open_dispatcher(self) -> int | None:
+        """The current dispatcher's FIFO opened for writing, or None when no one reads it
+        (ENXIO: the dispatcher is gone) or it is not ours (the container can replace anything
+        in the runs directory: nothing is followed, and only a FIFO is written to)."""
+        name = (_read_regular(self.state_dir / _DISPATCH_POINTER) or b"").decode(errors="replace")
+        if not _DISPATCH_FIFO.fullmatch(name):
+            return None
+        flags = os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(self.runs_dir / name, flags)
+        except OSError:
+            return None
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        return fd
+
+    def _start_dispatcher(self) -> int | None:
+        container_id = self.ensure_container()
+        refused = self.state_dir / _DISPATCH_REFUSED
+        if _read_regular(refused) == container_id.encode():
+            return None  # this container cannot run it (no setsid): do not try every time
+        pointer = self.state_dir / _DISPATCH_POINTER
+        old = (_read_regular(pointer) or b"").decode(errors="replace")
+        if _DISPATCH_FIFO.fullmatch(old):
+            (self.runs_dir / old).unlink(missing_ok=True)
+        name = f"dispatch-{uuid.uuid4().hex}"
+        path = self.runs_dir / name
+        os.mkfifo(path, 0o600)
+        _write_atomic(pointer, name.encode())
+        owner = self._owner()
+        if owner is not None:
+            os.lchown(path, *owner)
+        api = self._api()
+        argv = ["bash", "--noprofile", "--norc", "-c", _DISPATCH, "canvas-dispatch",
+                f"{CONTAINER_RUNS}/{name}", _LAUNCH, _WRAPPER]  # fmt: skip
+        try:
+            exec_id = api.exec_create(
+                container_id, argv, stdout=False, stderr=False, stdin=False, workdir="/"
+            )["Id"]
+            api.exec_start(exec_id, detach=True)
+        except docker.errors.APIError:
+            logger.warning("%s: cannot start the dispatcher", self.container_name, exc_info=True)
+            path.unlink(missing_ok=True)
+            return None
+        deadline = time.monotonic() + _DISPATCH_START_SECONDS
+        next_check = time.monotonic() + 0.1
+        while time.monotonic() < deadline:
+            fifo = self._open_dispatcher()
+            if fifo is not None:
+                return fifo
+            if time.monotonic() >= next_check:
+                next_check += 0.1
+                info = api.exec_inspect(exec_id)
+                if not info["Running"]:
+                    if info["ExitCode"] == _DISPATCH_NO_SETSID:
+                        _write_atomic(refused, container_id.encode())
+                    break
+            time.sleep(0.005)
+        logger.warning("%s: the dispatcher did not start; using exec", self.container_name)
+        path.unlink(missing_ok=True)  # a late start finds no FIFO (or one no one writes to)
+        return None
+
+    def _dispatch(
+        self,
+        fifo: int,
+        message: bytes,
+        dir_fd: int,
+        output: _BoundedText,
+        timeout: float,
+        cancel: threading.Event | None,
+    ) -> tuple[bool, bool]:
+        """Hand the command to the dispatcher and read its output from the run directory's
+        FIFO until the launcher has ended, time runs out or `cancel` is set; returns (timed
+        out, cancelled). Raises _DispatchLost when the dispatcher died before starting it."""
+        os.mkfifo("command.out", 0o600, dir_fd=dir_fd)
+        owner = self._owner()
+        if owner is not None:
+            os.chown("command.out", *owner, dir_fd=dir_fd, follow_symlinks=False)
+            os.fchown(dir_fd, *owner)
+        # Opened before the message goes, so the launcher's open never waits for a reader.
+        out = os.open("command.out", os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW, dir_fd=dir_fd)
+        try:
+            try:
+                os.write(fifo, message)  # at most PIPE_BUF bytes: all of it or nothing
+            except OSError as exc:  # a full pipe (a stuck dispatcher) or no reader left
+                raise _DispatchLost from exc
+            return self._collect_dispatched(fifo, out, output, timeout, cancel, dir_fd)
+        finally:
+            os.close(out)
+
+    def _collect_dispatched(
+        self,
+        fifo: int,
+        out: int,
+        output: _BoundedText,
+        timeout: float,
+        cancel: threading.Event | None,
+        dir_fd: int,
+    ) -> tuple[bool, bool]:
+        """As _collect, from the output FIFO: it ends when the launcher (and all it left) has
+        closed it; or, when a job that escaped its group keeps it open, once the launcher has
+        written its exit code. The run directory is polled, a few ms at first, backing off."""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        sent = time.monotonic()
+        deadline = sent + timeout
+        interval = _POLL_FIRST_SECONDS
+        started = nudged = False
+        probe_at = sent + _DISPATCH_LOST_SECONDS
+        timed_out = cancelled = False
+        while True:
+            now = time.monotonic()
+            remaining = deadline - now
+            if remaining <= 0 or (cancel is not None and cancel.is_set()):
+                timed_out, cancelled = remaining <= 0, remaining > 0
+                self._kill_group(dir_fd)
+                _drain_fd(out, decoder, output, time.monotonic() + _DRAIN_SECONDS)
+                break
+            if select.select([out], [], [], min(remaining, interval))[0]:
+                try:
+                    chunk = os.read(out, 65536)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    break  # every writer has closed it: the launcher has ended
+                output.add(decoder.decode(chunk))
+                interval = _POLL_FIRST_SECONDS
+                continue
+            interval = min(interval * 2, _POLL_LAST_SECONDS)
+            if _exists(dir_fd, "command.rc"):
+                _drain_fd(out, decoder, output, time.monotonic() + 0.05)
+                break
+            started = started or _exists(dir_fd, "command.pgid")
+            if started:
+                continue
+            if not nudged and now - sent > _DISPATCH_NUDGE_SECONDS:
+                # Not started yet: a paused container holds its dispatcher frozen.
+                nudged = True
+                self.ensure_container()
+            elif now >= probe_at:
+                probe_at = now + _DISPATCH_LOST_SECONDS
+                if _unread(fifo):
+                    raise _DispatchLost
+        output.add(decoder.decode(b"", final=True))
+        return timed_out, cancelled
 
     def _exec_create(self, argv: list[str], *, env: Mapping[str, str], workdir: str = "") -> str:
         """Create the exec, bringing the container up first if it is not running."""
@@ -609,6 +876,36 @@ def _exit_code(dir_fd: int) -> int | None:
         return int(data) if data else None
     except ValueError:
         return None
+
+
+def _message(
+    name: str, cwd: str, env: Mapping[str, str], transient: Mapping[str, str]
+) -> bytes | None:
+    """The dispatcher's message for one command (see _DISPATCH); None when it cannot carry it
+    (a name the dispatcher would refuse, a NUL, or too long to be written in one piece)."""
+    if any(not _ENV_NAME.fullmatch(k) or "\0" in v for k, v in env.items()) or "\0" in cwd:
+        return None
+    fields = [name, cwd, " ".join(transient), *(f"{k}={v}" for k, v in env.items()), ""]
+    message = b"".join(field.encode() + b"\0" for field in fields)
+    return message if len(message) <= select.PIPE_BUF else None
+
+
+def _unread(fifo: int) -> bool:
+    """True when no one reads the FIFO this write end belongs to any more (POLLERR): its
+    dispatcher is gone, with whatever was left in it. (Another may have started since, on a
+    FIFO of its own.)"""
+    poller = select.poll()
+    poller.register(fifo, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def _await_exit_code(dir_fd: int) -> int | None:
+    """The code the launcher (or, if it was killed, the dispatcher) wrote; it can follow the
+    output's end by a moment."""
+    deadline = time.monotonic() + 5
+    while (code := _exit_code(dir_fd)) is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return code
 
 
 def _leader(dir_fd: int) -> tuple[int, int] | None:

@@ -174,6 +174,112 @@ def test_secrets_reach_only_the_command_given_them(ws) -> None:
         ws.run("true", timeout=30, extra_env={"BAD NAME": "x"})
 
 
+def _dispatcher_pid(ws: DockerWorkspace) -> int | None:
+    """The host pid of the container's dispatcher (its own group leader; the subshell that
+    waits for each command is a fork of it, in its group)."""
+    top = docker.from_env().api.top(ws.container_name, ps_args="-o pid,pgid,args")
+    for pid, pgid, args in top["Processes"]:
+        if pid == pgid and "canvas-dispatch" in args:
+            return int(pid)
+    return None
+
+
+def _count_execs(ws: DockerWorkspace, monkeypatch) -> list[list[str]]:
+    """Every exec created from here on (its argv), through the workspace's own client."""
+    api = ws._api()
+    created: list[list[str]] = []
+    real = api.exec_create
+
+    def counting(container, cmd, *args, **kwargs):
+        created.append(cmd)
+        return real(container, cmd, *args, **kwargs)
+
+    monkeypatch.setattr(api, "exec_create", counting)
+    return created
+
+
+def test_commands_go_to_the_dispatcher_without_an_exec(ws, monkeypatch) -> None:
+    ws.run("true", timeout=30)  # creates the container and starts the dispatcher
+    execs = _count_execs(ws, monkeypatch)
+    for n in range(3):
+        assert ws.run(f"echo {n}; exit {n}", timeout=30).exit_code == n
+    assert execs == []
+    # A message the pipe cannot take in one piece goes by exec, with the same result.
+    big = "x" * 5000
+    assert ws.run('echo "${#BIG}"', timeout=30, extra_env={"BIG": big}).output == "5000\n"
+    assert len(execs) == 1
+
+
+def test_a_killed_dispatcher_is_replaced_by_the_next_command(ws, monkeypatch) -> None:
+    ws.run("export KEPT=1", timeout=30)
+    first = _dispatcher_pid(ws)
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    wait_for(lambda: _dispatcher_pid(ws) is None, message="the dispatcher is gone")
+    assert ws.run('echo "$KEPT"', timeout=30).output == "1\n"
+    second = _dispatcher_pid(ws)
+    assert second not in (None, first)
+    execs = _count_execs(ws, monkeypatch)
+    assert ws.run("echo again", timeout=30).output == "again\n"
+    assert execs == []  # the new one takes commands again
+
+
+def test_without_a_dispatcher_commands_use_exec(engine, tmp_path, monkeypatch) -> None:
+    # An image without setsid: the dispatcher exits at once (3), and is not tried again.
+    monkeypatch.setattr("workspaces.docker._DISPATCH", "exit 3")
+    ws = make(tmp_path)
+    try:
+        ws.run("cd /tmp && mkdir -p /workspace/d && cd /workspace/d && export V=1", timeout=30)
+        execs = _count_execs(ws, monkeypatch)
+        result = ws.run('echo "$PWD $V"; exit 4', timeout=30)
+        assert result.output == "/workspace/d 1\n" and result.exit_code == 4
+        assert len(execs) == 1 and "canvas-dispatch" not in execs[0]
+        assert _dispatcher_pid(ws) is None
+    finally:
+        ws.close()
+
+
+def test_a_command_the_dispatcher_took_and_never_started_still_runs(ws, caplog) -> None:
+    ws.run("true", timeout=30)
+    pid = _dispatcher_pid(ws)
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)  # it takes nothing more from the pipe
+    threading.Timer(0.5, os.kill, (pid, signal.SIGKILL)).start()
+    started = time.monotonic()
+    result = ws.run("echo ran once >> log; cat log", timeout=30)
+    assert result.output == "ran once\n" and result.exit_code == 0
+    assert time.monotonic() - started < 10
+    assert "the dispatcher went away" in caplog.text  # and the exec path ran it
+
+
+def test_a_secret_is_in_no_file_during_or_after_its_command(ws) -> None:
+    ws.run("true", timeout=30)
+    secret = f"s3cret-{uuid.uuid4().hex}"
+
+    def files() -> bytes:
+        found = [p for p in ws.state_dir.rglob("*") if p.is_file() and not p.is_symlink()]
+        return b"".join(p.read_bytes() for p in found if p.exists())
+
+    results = []
+
+    def command() -> None:
+        script = 'echo "[$TOKEN]" > /dev/null; sleep 2; echo "[$TOKEN]"'
+        results.append(ws.run(script, timeout=30, extra_env={"TOKEN": secret}))
+
+    worker = threading.Thread(target=command)
+    worker.start()
+    try:
+        wait_for(lambda: list(ws.runs_dir.glob("run-*/command.pgid")), message="it started")
+        assert secret.encode() not in files()
+        # Nor in the dispatcher's own environment: only the command's has it.
+        environ = Path(f"/proc/{_dispatcher_pid(ws)}/environ").read_bytes()
+        assert secret.encode() not in environ
+    finally:
+        worker.join(timeout=30)
+    assert results[0].output == f"[{secret}]\n"
+    assert secret.encode() not in files()
+
+
 def test_files_round_trip_between_host_and_container(ws) -> None:
     ws.write_text("notes/in.txt", "from the host\n")
     result = ws.run("cat notes/in.txt && echo 'from the container' > notes/out.txt", timeout=30)
