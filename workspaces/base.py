@@ -104,6 +104,11 @@ class Workspace(Protocol):
 
     def read_text(self, path: str) -> str: ...
 
+    def as_agent_sees(self, text: str) -> str:
+        """`text` about the workspace's files with their paths as the agent's commands see
+        them (a container's /workspace rather than the host folder)."""
+        ...
+
     def write_text(self, path: str, content: str) -> Path: ...
 
     def state_path(self, name: str) -> Path:

@@ -69,7 +69,7 @@ from typing import Any, Literal
 import docker
 import docker.errors
 
-from workspaces.base import CommandResult
+from workspaces.base import CommandResult, WorkspacePathError, WorkspaceUnavailable
 from workspaces.local import (
     _CWD_FILE,
     _DRAIN_SECONDS,
@@ -210,7 +210,7 @@ class _DispatchLost(Exception):
     """The dispatcher went away with a command it had not started."""
 
 
-class DockerWorkspaceError(RuntimeError):
+class DockerWorkspaceError(WorkspaceUnavailable):
     """The engine or the image is not there; the message says what to do about it."""
 
 
@@ -274,6 +274,22 @@ class DockerWorkspace(LocalWorkspace):
         if real.is_relative_to(self.root) and real.is_dir():
             return real
         return self.root
+
+    def resolve(self, path: str) -> Path:
+        """As LocalWorkspace, with the agent's view of paths: `/workspace/...` is the root, and
+        a refusal names the path as the agent gave it, never the host folder."""
+        inside = path == CONTAINER_ROOT or path.startswith(CONTAINER_ROOT + "/")
+        try:
+            return super().resolve(f"{self.root}{path[len(CONTAINER_ROOT) :]}" if inside else path)
+        except WorkspacePathError as exc:
+            problem = "is not a valid path" if "not a valid path" in str(exc) else (
+                f"is outside the workspace ({CONTAINER_ROOT})"
+            )  # fmt: skip
+            raise WorkspacePathError(f"path {path!r} {problem}") from None
+
+    def as_agent_sees(self, text: str) -> str:
+        # The host folder where it stands as a whole path component, not inside a longer name.
+        return re.sub(rf"{re.escape(str(self.root))}(?![^/\s'\"),.:;])", CONTAINER_ROOT, text)
 
     def _container_cwd(self) -> str:
         relative = self.current_dir().relative_to(self.root)
@@ -1000,9 +1016,15 @@ def sweep_orphans(is_live: Callable[[set[str]], set[str]]) -> int:
             if conversation in live:
                 continue
             for container_id in ids:
-                with contextlib.suppress(docker.errors.NotFound):
+                try:
                     client.api.remove_container(container_id, force=True, v=True)
-                    removed += 1
+                except docker.errors.NotFound:
+                    continue
+                except docker.errors.APIError as exc:
+                    if exc.status_code != 409:  # 409: another sweep is removing it already
+                        raise
+                    continue
+                removed += 1
         return removed
     finally:
         client.close()

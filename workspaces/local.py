@@ -219,6 +219,9 @@ class LocalWorkspace:
             raise WorkspacePathError(f"path {path!r} is outside the workspace ({self.root})")
         return real
 
+    def as_agent_sees(self, text: str) -> str:
+        return text  # the sandbox mounts the workspace at its own path
+
     def read_text(self, path: str) -> str:
         """Strict UTF-8 (raises UnicodeDecodeError); line endings are kept as they are on disk."""
         with open(self.resolve(path), encoding="utf-8", newline="") as f:

@@ -97,11 +97,12 @@ class FileEditorTool:
 
     def run(self, args: FileEditorArgs, ctx: ToolContext) -> ToolResult:
         handler = _COMMANDS[args.command]
+        shown = ctx.workspace.as_agent_sees  # a container's agent knows its files at /workspace
         try:
             path = ctx.workspace.resolve(args.path)
-            return ToolResult(content=handler(args, path, ctx.workspace))
+            return ToolResult(content=shown(handler(args, path, ctx.workspace)))
         except (WorkspacePathError, _EditError) as exc:
-            return ToolResult(content=str(exc), is_error=True)
+            return ToolResult(content=shown(str(exc)), is_error=True)
 
 
 # -- commands: each returns the text the model sees or raises _EditError -------------------------
