@@ -13,6 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal, Protocol
 
+ExtraEnv = Mapping[str, str] | None
+"""Variables for one command only (a team's secrets): never saved for later commands."""
+Cancel = threading.Event | None
+"""Set to stop the command (Interrupt)."""
+
 
 class WorkspaceUnavailable(RuntimeError):
     """Commands cannot run here at all (no sandbox, no Docker engine, a missing image); the
@@ -91,12 +96,7 @@ class Workspace(Protocol):
         ...
 
     def run(
-        self,
-        command: str,
-        *,
-        timeout: float,
-        extra_env: Mapping[str, str] | None = None,
-        cancel: threading.Event | None = None,
+        self, command: str, *, timeout: float, extra_env: ExtraEnv = None, cancel: Cancel = None
     ) -> CommandResult:
         """Run a shell command. `extra_env` is set for this command only: never saved with the
         environment that carries over to later commands. Setting `cancel` stops it."""

@@ -69,7 +69,13 @@ from typing import Any, Literal
 import docker
 import docker.errors
 
-from workspaces.base import CommandResult, WorkspacePathError, WorkspaceUnavailable
+from workspaces.base import (
+    Cancel,
+    CommandResult,
+    ExtraEnv,
+    WorkspacePathError,
+    WorkspaceUnavailable,
+)
 from workspaces.local import (
     _CWD_FILE,
     _DRAIN_SECONDS,
@@ -438,12 +444,7 @@ class DockerWorkspace(LocalWorkspace):
     # -- commands ----------------------------------------------------------------------------
 
     def run(
-        self,
-        command: str,
-        *,
-        timeout: float,
-        extra_env: Mapping[str, str] | None = None,
-        cancel: threading.Event | None = None,
+        self, command: str, *, timeout: float, extra_env: ExtraEnv = None, cancel: Cancel = None
     ) -> CommandResult:
         """As LocalWorkspace.run, in the container (see the module docstring)."""
         transient = transient_env(extra_env)

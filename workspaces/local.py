@@ -52,8 +52,10 @@ from typing import BinaryIO
 
 from workspaces import browse
 from workspaces.base import (
+    Cancel,
     CommandResult,
     DirEntry,
+    ExtraEnv,
     FileChange,
     FileDiff,
     FileView,
@@ -242,12 +244,7 @@ class LocalWorkspace:
     # -- commands ----------------------------------------------------------------------------
 
     def run(
-        self,
-        command: str,
-        *,
-        timeout: float,
-        extra_env: Mapping[str, str] | None = None,
-        cancel: threading.Event | None = None,
+        self, command: str, *, timeout: float, extra_env: ExtraEnv = None, cancel: Cancel = None
     ) -> CommandResult:
         """Run `command`; `extra_env` is in its environment only and never saved for later
         commands (see the module docstring)."""
