@@ -15,7 +15,7 @@ TEST_INSTALLED := $(VENV)/.installed-test-$(DEPS_SUM)
 # setuptools warns about editable installs at every build; nothing to act on here.
 PIP_INSTALL := PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet
 
-.PHONY: up test install install-test services docker-engine lint bench
+.PHONY: up test install install-test services docker-engine sandbox-image lint bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ services:
 	@pg_isready -q -h 127.0.0.1 -p 5432 || pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start
 	@redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 || redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no
 	@for i in $$(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 && exit 0; sleep 1; done; echo "Postgres/Redis did not come up" >&2; exit 1
+
+# The default image of Docker workspaces (CANVAS_DOCKER_IMAGE); needs a registry that serves
+# debian:bookworm-slim. The tests never use it: they build their own from local packages.
+sandbox-image:
+	docker build -t canvas-sandbox:latest -f docker/sandbox.Dockerfile docker
 
 # A Docker engine for the Docker workspace tests (workspaces/docker.py): Debian's docker.io when
 # none answers, its dockerd started in the background (log in /tmp/canvas-dockerd.log); Debian's
