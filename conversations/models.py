@@ -47,6 +47,31 @@ class Conversation(models.Model):
     )
     agent_config = models.JSONField(default=dict, blank=True)
 
+    # A sub-agent's conversation names the conversation and tool call that spawned it. PROTECT,
+    # not CASCADE: a cascade would delete a child's row and events without stopping its run (a
+    # worker may hold its lease, a container may be up), and the event log refuses a DELETE
+    # without the child's own Erasure row anyway. So deleting a parent must first stop and
+    # erase its children, deepest first (orchestration.erase); until it does, the parent's
+    # delete is refused with ProtectedError rather than half done.
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="children",
+        db_index=False,  # the named index in Meta
+        help_text="The conversation whose agent spawned this one as a sub-agent.",
+    )
+    parent_action_id = models.CharField(
+        max_length=200, blank=True, help_text="The id of the tool call that spawned it."
+    )
+    subagent_type = models.CharField(
+        max_length=64, blank=True, help_text="The agent definition it runs (general, ...)."
+    )
+    name = models.CharField(
+        max_length=100, blank=True, help_text="Its name among its siblings (delegate's tasks)."
+    )
+
     tokens_in = models.BigIntegerField(default=0)
     tokens_out = models.BigIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=14, decimal_places=6, default=0)
@@ -84,6 +109,8 @@ class Conversation(models.Model):
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["status", "lease_expires_at"]),
+            # A parent's children, for the agent tree and for stopping a subtree.
+            models.Index(fields=["parent"], name="conversation_parent"),
             # The sweeper's other half: running slices nobody has claimed (sweep.py). Partial:
             # only the few rows between slices, not every row holding a lease.
             models.Index(

@@ -122,6 +122,12 @@ class ConversationOut(Schema):
     closed_at: datetime | None = Field(
         default=None, description="When it was closed: no more messages or runs."
     )
+    parent_id: uuid.UUID | None = Field(
+        default=None, description="The conversation that spawned this one as a sub-agent."
+    )
+    parent_action_id: str = Field(
+        default="", description="The parent's tool call that spawned it; empty at top level."
+    )
     last_seq: int
     steps: int
     tokens_in: int
@@ -152,6 +158,8 @@ def _out(c: Conversation) -> dict[str, Any]:
         "workspace": c.workspace_name,
         "workspace_spec": spec_of(c.workspace_spec).as_json(),
         "closed_at": c.closed_at,
+        "parent_id": c.parent_id,
+        "parent_action_id": c.parent_action_id,
         "last_seq": c.last_seq,
         "steps": c.steps,
         "tokens_in": c.tokens_in,
