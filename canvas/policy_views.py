@@ -40,6 +40,8 @@ def _shown(key: str, value: Any) -> str:
         return Risk(value).label
     if key == "network":
         return NetworkAccess(value).label
+    if isinstance(value, bool):
+        return "allowed" if value else "forbidden"
     if key in ("allowed_tools", "allowed_agent_kinds", "allowed_workspace_kinds", "allowed_images"):
         if value is None:
             return "all the site offers" if key == "allowed_images" else "all"

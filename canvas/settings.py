@@ -212,6 +212,19 @@ CANVAS_TASK_SECONDS = float(os.environ.get("CANVAS_TASK_SECONDS", "30"))
 CANVAS_SLICE_SOFT_TIME_LIMIT = float(os.environ.get("CANVAS_SLICE_SOFT_TIME_LIMIT") or 0) or None
 CANVAS_SLICE_TIME_LIMIT = float(os.environ.get("CANVAS_SLICE_TIME_LIMIT") or 0) or None
 CANVAS_MAX_ITERATIONS = int(os.environ.get("CANVAS_MAX_ITERATIONS", "100"))
+# Sub-agents (issue 13): the site's defaults and caps; a policy row may only tighten them
+# (teams.policies). A limit of 0 means the site sets none.
+CANVAS_SUBAGENTS_ALLOWED = _env_bool("CANVAS_SUBAGENTS_ALLOWED", True)
+CANVAS_SUBAGENT_MAX_DEPTH = int(os.environ.get("CANVAS_SUBAGENT_MAX_DEPTH") or 3) or None
+CANVAS_SUBAGENT_MAX_CHILDREN_PER_CALL = (
+    int(os.environ.get("CANVAS_SUBAGENT_MAX_CHILDREN_PER_CALL") or 5) or None
+)
+CANVAS_SUBAGENT_MAX_CHILDREN_PER_RUN = (
+    int(os.environ.get("CANVAS_SUBAGENT_MAX_CHILDREN_PER_RUN") or 50) or None
+)
+CANVAS_SUBAGENT_MAX_CONCURRENT_CHILDREN = (
+    int(os.environ.get("CANVAS_SUBAGENT_MAX_CONCURRENT_CHILDREN") or 8) or None
+)
 CANVAS_LLM_NUM_RETRIES = int(os.environ.get("CANVAS_LLM_NUM_RETRIES", "3"))
 CANVAS_LLM_TIMEOUT = float(os.environ.get("CANVAS_LLM_TIMEOUT", "120"))
 CANVAS_DEFAULT_MODEL = os.environ.get("CANVAS_DEFAULT_MODEL", "demo")

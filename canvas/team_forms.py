@@ -164,6 +164,19 @@ class PolicyForm(forms.Form):
     docker_pids = forms.IntegerField(
         required=False, label="Processes per container", widget=_unlimited()
     )
+    subagents_allowed = forms.BooleanField(required=False, label="Sub-agents allowed")
+    max_subagent_depth = forms.IntegerField(
+        required=False, label="Sub-agent depth", widget=_unlimited()
+    )
+    max_children_per_call = forms.IntegerField(
+        required=False, label="Children per tool call", widget=_unlimited()
+    )
+    max_children_per_run = forms.IntegerField(
+        required=False, label="Children per run", widget=_unlimited()
+    )
+    max_concurrent_children = forms.IntegerField(
+        required=False, label="Children at once", widget=_unlimited()
+    )
 
     def clean_allowed_tools(self) -> list[str]:
         return _names(self.cleaned_data["allowed_tools"])

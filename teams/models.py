@@ -213,6 +213,23 @@ class Policy(models.Model):
     docker_pids = models.PositiveIntegerField(
         null=True, blank=True, help_text="Processes per container."
     )
+    # Sub-agents (issue 13). The site's CANVAS_SUBAGENT_* settings cap every row: a row's empty
+    # limit means "no limit of its own", and the stricter value is in force.
+    subagents_allowed = models.BooleanField(
+        default=True, help_text="May agents spawn sub-agents (task, delegate, workflow)?"
+    )
+    max_subagent_depth = models.PositiveIntegerField(
+        null=True, blank=True, help_text="How deep sub-agents may nest (1: children only)."
+    )
+    max_children_per_call = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Children one tool call may spawn."
+    )
+    max_children_per_run = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Children one run may spawn in all."
+    )
+    max_concurrent_children = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Children of one parent running at once."
+    )
     updated_at = models.DateTimeField(auto_now=True)
     updated_by = _updated_by()
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from dataclasses import field as dataclass_field
 from dataclasses import fields as dataclass_fields
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -35,6 +36,8 @@ CONFIRMATION_RANK = {
 }
 THRESHOLD_RANK = {Risk[level.name]: RiskLevel.HIGH - level for level in RiskLevel}
 NETWORK_RANK = {NetworkAccess.HOST: 0, NetworkAccess.NONE: 1}
+ALLOWED_RANK = {True: 0, False: 1}
+"""A yes/no permission: forbidding is stricter."""
 
 MAX_COST_USD = Decimal("99999999")  # what Policy's DecimalField(12, 4) can hold
 MAX_ITERATIONS = 10_000
@@ -66,6 +69,25 @@ class EffectivePolicy:
     docker_pids: int | None = None
     """A container's limits; the site's CANVAS_DOCKER_* cap them too
     (orchestration.workspace.container_limits)."""
+    subagents_allowed: bool = dataclass_field(
+        default_factory=lambda: settings.CANVAS_SUBAGENTS_ALLOWED
+    )
+    max_subagent_depth: int | None = dataclass_field(
+        default_factory=lambda: settings.CANVAS_SUBAGENT_MAX_DEPTH
+    )
+    max_children_per_call: int | None = dataclass_field(
+        default_factory=lambda: settings.CANVAS_SUBAGENT_MAX_CHILDREN_PER_CALL
+    )
+    max_children_per_run: int | None = dataclass_field(
+        default_factory=lambda: settings.CANVAS_SUBAGENT_MAX_CHILDREN_PER_RUN
+    )
+    max_concurrent_children: int | None = dataclass_field(
+        default_factory=lambda: settings.CANVAS_SUBAGENT_MAX_CONCURRENT_CHILDREN
+    )
+    """Sub-agents: whether an agent may spawn any, how deep they nest, how many one tool call,
+    one run and one parent at a time may have. Unlike the other limits these default to the
+    site's CANVAS_SUBAGENT_* settings, which also cap every row (`SUBAGENT_LIMITS`), so a
+    policy with no rows still allows depth 3, 5 children per call and so on."""
 
     def tool_allowed(self, name: str) -> bool:
         return self.allowed_tools is None or name in self.allowed_tools
@@ -136,6 +158,7 @@ RANKED = {
     "confirmation_mode": CONFIRMATION_RANK,
     "risk_threshold": THRESHOLD_RANK,
     "network": NETWORK_RANK,
+    "subagents_allowed": ALLOWED_RANK,
 }
 """Fields whose stricter value is the higher ranked; allow-lists intersect; the rest are limits
 (the smaller wins, None being no limit)."""
@@ -159,15 +182,27 @@ def combine(a: EffectivePolicy, b: EffectivePolicy) -> EffectivePolicy:
     )
 
 
+SUBAGENT_LIMITS = (
+    "subagents_allowed", "max_subagent_depth", "max_children_per_call", "max_children_per_run",
+    "max_concurrent_children",
+)  # fmt: skip
+"""The fields whose built-in values are the site's CANVAS_SUBAGENT_* settings, which cap every
+row as well."""
+
+
 def effective_from_rows(rows: Iterable[Policy]) -> EffectivePolicy:
-    """Without rows: confirm risky actions at HIGH, nothing else limited."""
-    policies = [_from_row(row) for row in rows]
-    if not policies:
-        return EffectivePolicy()
-    result = policies[0]
-    for other in policies[1:]:
-        result = combine(result, other)
-    return result
+    """Without rows: confirm risky actions at HIGH, sub-agents as the site's settings say,
+    nothing else limited."""
+    result = EffectivePolicy()
+    for i, row in enumerate(rows):
+        policy = _from_row(row)
+        result = policy if i == 0 else combine(result, policy)
+    # The site's settings cap only the sub-agent fields: combining whole policies with the
+    # built-in ones would also raise a row's confirmation mode to RISKY.
+    site = EffectivePolicy()
+    return replace(
+        result, **{k: _stricter(k, getattr(result, k), getattr(site, k)) for k in SUBAGENT_LIMITS}
+    )
 
 
 def policy_for_team(team_id: int) -> EffectivePolicy:
@@ -304,11 +339,15 @@ EDITABLE = (
     "confirmation_mode", "risk_threshold", "allowed_tools", "allowed_agent_kinds",
     "max_iterations_per_run", "max_cost_per_run_usd", "max_cost_per_month_usd",
     "max_concurrent_runs", "network", "allowed_workspace_kinds", "allowed_images",
-    "docker_cpus", "docker_memory_mb", "docker_pids",
+    "docker_cpus", "docker_memory_mb", "docker_pids", *SUBAGENT_LIMITS,
 )  # fmt: skip
 MAX_DOCKER_CPUS = 1024.0
 MAX_DOCKER_MEMORY_MB = 4 * 1024 * 1024
 MAX_DOCKER_PIDS = 1_000_000
+MAX_SUBAGENT_DEPTH = 20
+MAX_CHILDREN_PER_CALL = 100
+MAX_CHILDREN_PER_RUN = 10_000
+MAX_CONCURRENT_CHILDREN = 1_000
 WORKSPACE_KIND = re.compile(rf"^({'|'.join(KINDS)})$")
 
 
@@ -342,6 +381,12 @@ def _cpus(value: Any) -> float | None:
     return number
 
 
+def _flag(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{field} must be true or false.")
+    return value
+
+
 def _network(value: Any) -> str:
     value = _ranked(value, "network", NETWORK_RANK)
     if value == NetworkAccess.HOST and not settings.CANVAS_SANDBOX_ALLOW_HOST_NETWORK:
@@ -372,6 +417,11 @@ _CLEANERS: dict[str, Callable[[Any, str], Any]] = {
     "docker_cpus": lambda value, key: _cpus(value),
     "docker_memory_mb": lambda value, key: _count(value, key, MAX_DOCKER_MEMORY_MB),
     "docker_pids": lambda value, key: _count(value, key, MAX_DOCKER_PIDS),
+    "subagents_allowed": _flag,
+    "max_subagent_depth": lambda value, key: _count(value, key, MAX_SUBAGENT_DEPTH),
+    "max_children_per_call": lambda value, key: _count(value, key, MAX_CHILDREN_PER_CALL),
+    "max_children_per_run": lambda value, key: _count(value, key, MAX_CHILDREN_PER_RUN),
+    "max_concurrent_children": lambda value, key: _count(value, key, MAX_CONCURRENT_CHILDREN),
 }
 """How each editable field is checked and normalised (the service's own words on refusal)."""
 

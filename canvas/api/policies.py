@@ -62,6 +62,23 @@ class PolicyIn(Schema):
     )
     docker_memory_mb: Int(ge=1) | None = Field(default=None, description="Memory per container.")
     docker_pids: Int(ge=1) | None = Field(default=None, description="Processes per container.")
+    subagents_allowed: bool = Field(
+        default=True,
+        description="May agents spawn sub-agents (task, delegate, workflow)? false forbids it; "
+        "true leaves it to the site (CANVAS_SUBAGENTS_ALLOWED).",
+    )
+    max_subagent_depth: Int(ge=1) | None = Field(
+        default=None, description="How deep sub-agents nest; the site caps it (default 3)."
+    )
+    max_children_per_call: Int(ge=1) | None = Field(
+        default=None, description="Children one tool call may spawn; site default 5."
+    )
+    max_children_per_run: Int(ge=1) | None = Field(
+        default=None, description="Children one run may spawn; site default 50."
+    )
+    max_concurrent_children: Int(ge=1) | None = Field(
+        default=None, description="Children of one parent running at once; site default 8."
+    )
 
 
 class PolicyFields(Schema):
@@ -79,6 +96,11 @@ class PolicyFields(Schema):
     docker_cpus: float | None
     docker_memory_mb: int | None
     docker_pids: int | None
+    subagents_allowed: bool
+    max_subagent_depth: int | None
+    max_children_per_call: int | None
+    max_children_per_run: int | None
+    max_concurrent_children: int | None
 
 
 class PolicyOut(Schema):
