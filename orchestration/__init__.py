@@ -13,6 +13,8 @@
 - `control/`: what people and policy say about a step: approvals, confirmation, risk, hooks
   and their call points, UserPromptSubmit, team notifications, redaction of what leaves.
 - `tools/`: the agent's tools (terminal, file editor, think, finish) and their registry.
+- `subagents/`: sub-agents (issue 13): agent definitions and a child's tools, the workflow
+  tool's script.
 
 Imports point inward: nothing here imports canvas. The chain uses the step's pure pieces
 (the history cache, run-end events) and builds an agent only through `chain.slices.agent_for`.
