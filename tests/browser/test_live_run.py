@@ -180,7 +180,7 @@ def test_demo_run_streams_live_and_finishes(page):
     assert page.locator(".event-tool-result .exit-fail").count() >= 1
     assert page.locator(".event-message-user").first.inner_text().count("<b>run</b>")
     assert page.locator("#live-indicator").inner_text() == "live"
-    assert page.locator("#controls button").is_disabled()
+    assert page.locator("#controls button.pause").is_disabled()
 
     # A follow-up goes through the htmx form; its events arrive over the socket.
     page.fill("#message-text", "Thanks! Anything else?")
@@ -308,7 +308,7 @@ def test_reconnect_and_reload_resume_without_gaps_or_duplicates(page):
 def test_pause_on_a_finished_conversation_shows_a_conflict(page):
     start_conversation(page, _slow_script(1), "scripted")
     wait_for_status(page, "finished")
-    page.evaluate("document.querySelector('#controls button').disabled = false")
-    page.click("#controls button")
+    page.evaluate("document.querySelector('#controls button.pause').disabled = false")
+    page.click("#controls button.pause")
     notice = page.wait_for_selector("#controls .notice")
     assert "not running" in notice.inner_text()
