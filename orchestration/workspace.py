@@ -9,8 +9,8 @@ from django.conf import settings
 
 from conversations.models import Conversation
 from teams.policies import EffectivePolicy, min_limit, policy_for_team
-from workspaces.factory import ContainerLimits, ManagedWorkspace, workspace_for
-from workspaces.spec import spec_of
+from workspaces.factory import ManagedWorkspace, workspace_for
+from workspaces.spec import ContainerLimits, spec_of
 
 
 def container_limits(policy: EffectivePolicy) -> ContainerLimits:

@@ -62,13 +62,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import docker
 import docker.errors
 
+import docker
 from workspaces.base import (
     Cancel,
     CommandResult,
@@ -92,6 +91,7 @@ from workspaces.local import (
     transient_env,
 )
 from workspaces.local import _drain as _drain_fd
+from workspaces.spec import ContainerLimits
 
 logger = logging.getLogger(__name__)
 
@@ -220,11 +220,9 @@ class DockerWorkspaceError(WorkspaceUnavailable):
     """The engine or the image is not there; the message says what to do about it."""
 
 
-@dataclass(frozen=True, slots=True)
-class DockerLimits:
-    cpus: float | None = None
-    memory_mb: int | None = None
-    pids: int | None = 256
+DockerLimits = ContainerLimits
+"""A container's resources (workspaces.spec); a workspace made without any gets DEFAULT_LIMITS."""
+DEFAULT_LIMITS = ContainerLimits(pids=256)
 
 
 class DockerWorkspace(LocalWorkspace):
@@ -236,7 +234,7 @@ class DockerWorkspace(LocalWorkspace):
         conversation_id: str,
         team_id: int,
         image: str,
-        limits: DockerLimits = DockerLimits(),
+        limits: DockerLimits = DEFAULT_LIMITS,
         network: DockerNetwork = "none",
         env: Mapping[str, str] | None = None,
         max_output_chars: int = 30_000,

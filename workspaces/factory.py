@@ -20,7 +20,6 @@ container never shares the host's own network namespace.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -28,7 +27,7 @@ from workspaces.base import Workspace
 from workspaces.local import LocalWorkspace
 from workspaces.sandbox import effective_network
 from workspaces.sources import source_fill
-from workspaces.spec import WorkspaceSpec
+from workspaces.spec import ContainerLimits, WorkspaceSpec
 
 if TYPE_CHECKING:
     from workspaces.docker import DockerWorkspace
@@ -63,13 +62,7 @@ class PlainWorkspace(LocalWorkspace):
         pass
 
 
-@dataclass(frozen=True, slots=True)
-class ContainerLimits:
-    """Resources of a docker workspace's container (None: no limit)."""
-
-    cpus: float | None = None
-    memory_mb: int | None = None
-    pids: int | None = None
+NO_LIMITS = ContainerLimits()
 
 
 def workspace_dirs(conversation_id: str, workspace_path: str | None) -> tuple[Path, Path]:
@@ -93,7 +86,7 @@ def workspace_for(
     spec: WorkspaceSpec,
     team_id: int,
     network: str = "none",
-    limits: ContainerLimits = ContainerLimits(),
+    limits: ContainerLimits = NO_LIMITS,
     env: Mapping[str, str] | None = None,
 ) -> ManagedWorkspace:
     """The conversation's workspace of the kind its spec names. `network` is the team
@@ -121,12 +114,12 @@ def _docker(
 ) -> DockerWorkspace:
     from django.conf import settings
 
-    from workspaces.docker import DockerLimits, DockerWorkspace  # docker-py: only when used
+    from workspaces.docker import DockerWorkspace  # docker-py: only when used
 
     return DockerWorkspace(
         root, state_dir, conversation_id=conversation_id, team_id=team_id,
         image=spec.image or settings.CANVAS_DOCKER_IMAGE,
-        limits=DockerLimits(cpus=limits.cpus, memory_mb=limits.memory_mb, pids=limits.pids),
+        limits=limits,
         network=network, env=env,
     )  # fmt: skip
 

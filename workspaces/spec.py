@@ -9,6 +9,7 @@ conversation is created.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -92,3 +93,13 @@ class WorkspaceSpec(BaseModel):
 def spec_of(stored: dict[str, Any] | None) -> WorkspaceSpec:
     """The spec a conversation row holds (`{}` or None: local, empty)."""
     return WorkspaceSpec.model_validate(stored or {})
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerLimits:
+    """Resources of a docker workspace's container (None: no limit); the team policy's, through
+    orchestration.workspace."""
+
+    cpus: float | None = None
+    memory_mb: int | None = None
+    pids: int | None = None
