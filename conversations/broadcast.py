@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -20,6 +21,9 @@ from channels.layers import get_channel_layer
 logger = logging.getLogger(__name__)
 
 EVENTS_MESSAGE_TYPE = "conversation.events"
+TREE_MESSAGE_TYPE = "conversation.tree"
+"""A hint that a conversation's agent tree changed (a descendant's status or steps): pages
+re-read the tree. It carries no seqs: it says nothing about the conversation's own log."""
 INLINE_PAYLOAD_LIMIT = 64_000
 """Bytes of JSON above which a hint carries seqs only and consumers read the rows."""
 
@@ -84,12 +88,20 @@ def coalesce(batch: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[st
     Hints of one conversation can arrive out of order (threads commit in one order and
     publish in another) or with holes (another process appended in between); consumers
     forward inline records only when they continue their last seq, so a merged message must
-    hold one contiguous run.
+    hold one contiguous run. Messages without seqs (TREE_MESSAGE_TYPE) pass through as
+    they are, one per group per batch: a second "the tree changed" adds nothing.
     """
     by_group: dict[str, list[dict[str, Any]]] = {}
-    for group, message in batch:
-        by_group.setdefault(group, []).append(message)
     merged: list[tuple[str, dict[str, Any]]] = []
+    unsequenced: set[tuple[str, str]] = set()
+    for group, message in batch:
+        if "first_seq" not in message:
+            key = (group, message.get("type", ""))
+            if key not in unsequenced:
+                unsequenced.add(key)
+                merged.append((group, message))
+            continue
+        by_group.setdefault(group, []).append(message)
     for group, messages in by_group.items():
         messages.sort(key=lambda m: m["first_seq"])
         run = _Run(messages[0])
@@ -147,3 +159,10 @@ def publish_events(
             "records": records if inline else None,
         },
     )
+
+
+def publish_tree_changed(conversation_ids: Iterable[uuid.UUID | str]) -> None:
+    """Hint to the pages of these conversations (a changed child's ancestors) that their
+    agent tree changed. Call after commit: the pages read the tree from the database."""
+    for conversation_id in dict.fromkeys(str(c) for c in conversation_ids):
+        _publisher.publish(conversation_group(conversation_id), {"type": TREE_MESSAGE_TYPE})

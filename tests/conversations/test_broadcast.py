@@ -99,3 +99,48 @@ def test_published_hints_reach_a_group_member(layer_and_publisher, settings) -> 
     listener.join(15)
     assert [m["first_seq"] for m in received] == [1, 2, 3]
     assert all(m["type"] == broadcast.EVENTS_MESSAGE_TYPE for m in received)
+
+
+def test_messages_without_seqs_pass_through_unchanged_once_per_group() -> None:
+    """The tree hint has no seqs: it is neither sorted nor merged with the event hints, and a
+    second one for the same group in one batch adds nothing."""
+    tree = {"type": broadcast.TREE_MESSAGE_TYPE}
+    merged = coalesce([("a", hint(1, 1)), ("a", tree), ("b", tree), ("a", dict(tree))])
+    assert ("a", tree) in merged and ("b", tree) in merged
+    assert len([m for g, m in merged if m["type"] == broadcast.TREE_MESSAGE_TYPE]) == 2
+    assert [(g, m["first_seq"]) for g, m in merged if "first_seq" in m] == [("a", 1)]
+    assert tree == {"type": broadcast.TREE_MESSAGE_TYPE}
+
+
+def test_a_tree_hint_reaches_each_conversations_group(layer_and_publisher, settings) -> None:
+    layer = layer_and_publisher
+    ids = ["cd" * 16, "ef" * 16]
+    groups = [broadcast.conversation_group(i) for i in ids]
+    received: dict[str, dict] = {}
+
+    async def member() -> None:
+        channels = {}
+        for group in groups:
+            channels[group] = await layer.new_channel()
+            await layer.group_add(group, channels[group])
+        subscribed.set()
+        try:
+            for group, channel in channels.items():
+                received[group] = await asyncio.wait_for(layer.receive(channel), 10)
+        finally:
+            for group, channel in channels.items():
+                await layer.group_discard(group, channel)
+
+    subscribed = threading.Event()
+    listener = threading.Thread(target=lambda: asyncio.run(member()))
+    listener.start()
+    assert subscribed.wait(10)
+    if isinstance(layer, RedisPubSubLayer):
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        for group in groups:
+            channel = layer.group_channel(group)
+            wait_for(lambda c=channel: client.pubsub_numsub(c)[0][1], 10, 0.02, "subscription")
+        client.close()
+    broadcast.publish_tree_changed(ids + [ids[0]])
+    listener.join(15)
+    assert received == {g: {"type": broadcast.TREE_MESSAGE_TYPE} for g in groups}
