@@ -247,6 +247,63 @@ class RunFinishedEvent(BaseEvent):
     run_id: str
     status: Status
     reason: str = ""
+    worker: str = ""
+    """The worker process that ended the run ("host:pid"), when a worker ended it."""
+
+
+class ChildSpawn(BaseModel):
+    """One child conversation a spawning tool call started."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    conversation_id: str
+    name: str
+    subagent_type: str
+    key: str = ""
+    """Which request it answers: the delegate task's name, or a workflow's child key."""
+
+
+class SubagentsSpawnedEvent(BaseEvent):
+    """A task, delegate or workflow call started these children, created in the same
+    transaction as this event. The parent waits (WAITING_FOR_SUBAGENTS) until they settle."""
+
+    type: Literal["subagents.spawned"] = "subagents.spawned"
+    tool_call_id: str
+    tool: str
+    round: int = 1
+    """A workflow asks for children in rounds (each replay up to an unanswered call)."""
+    children: list[ChildSpawn]
+
+
+class ChildResult(BaseModel):
+    """How one child ended, as its parent reads it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    conversation_id: str
+    name: str
+    key: str = ""
+    status: str
+    """The child's status when it settled (finished, error, stuck, paused, deleted)."""
+    answer: str = ""
+    """Its final answer (finish message or last agent message), or its partial answer."""
+    reason: str = ""
+    """Why it ended, when it did not finish."""
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == Status.FINISHED.value
+
+
+class SubagentsSettledEvent(BaseEvent):
+    """Every child of one spawn round has ended: their results, written exactly once (under
+    the parent's row lock), with what they cost rolled up into the parent's stats."""
+
+    type: Literal["subagents.settled"] = "subagents.settled"
+    tool_call_id: str
+    round: int = 1
+    results: list[ChildResult]
+    usage: Usage | None = None
 
 
 class UnknownEvent(BaseEvent):
@@ -271,7 +328,9 @@ Event = Annotated[
     | ActionStartedEvent
     | StatusChangeEvent
     | RunStartedEvent
-    | RunFinishedEvent,
+    | RunFinishedEvent
+    | SubagentsSpawnedEvent
+    | SubagentsSettledEvent,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
@@ -298,6 +357,8 @@ KNOWN_TYPES: frozenset[str] = frozenset(
         StatusChangeEvent,
         RunStartedEvent,
         RunFinishedEvent,
+        SubagentsSpawnedEvent,
+        SubagentsSettledEvent,
     )
 )
 
@@ -339,6 +400,8 @@ __all__ = [
     "AgentMessageEvent",
     "AnyEvent",
     "BaseEvent",
+    "ChildResult",
+    "ChildSpawn",
     "Event",
     "EVENT_ADAPTER",
     "ObservationEvent",
@@ -346,6 +409,8 @@ __all__ = [
     "RunStartedEvent",
     "Status",
     "StatusChangeEvent",
+    "SubagentsSettledEvent",
+    "SubagentsSpawnedEvent",
     "SystemPromptEvent",
     "UnknownEvent",
     "Usage",

@@ -10,6 +10,7 @@ from .events import (
     RunStartedEvent,
     Status,
     StatusChangeEvent,
+    SubagentsSpawnedEvent,
     UserMessageBlockedEvent,
     UserMessageCheckedEvent,
     UserMessageEvent,
@@ -26,7 +27,10 @@ class RunState:
     run_steps: int = 0
     """LLM responses since the current run started: what max_iterations bounds."""
     run_cost: float = 0.0
-    """Dollars the model cost since the current run started: what a per-run budget bounds."""
+    """Dollars the model cost since the current run started: what a per-run budget bounds.
+    Children's spend rolls up into it as their rounds settle (SubagentsSettledEvent.usage)."""
+    run_children: int = 0
+    """Sub-agents spawned since the current run started: what max_children_per_run bounds."""
     unchecked: dict[str, UserMessageEvent] = field(default_factory=dict)
     """User messages no UserPromptSubmit check has answered yet, by id, in log order. From
     the log alone, so a check survives a crash and is never run twice once recorded."""
@@ -39,6 +43,9 @@ class RunState:
                 self.run_id = event.run_id
                 self.run_steps = 0
                 self.run_cost = 0.0
+                self.run_children = 0
+            elif isinstance(event, SubagentsSpawnedEvent):
+                self.run_children += len(event.children)
             elif is_llm_step(event):
                 self.run_steps += 1
             elif isinstance(event, UserMessageEvent) and event.needs_prompt_check:

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
-from django.db.models import F, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models import F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce
 
-from .events import ActionEvent, RunStartedEvent, event_tag
+from .events import (
+    ActionEvent,
+    AgentErrorEvent,
+    AgentMessageEvent,
+    AnyEvent,
+    ObservationEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    SubagentsSettledEvent,
+    SubagentsSpawnedEvent,
+    event_from_payload,
+    event_tag,
+)
 from .models import Conversation, ConversationEvent
 
 RUN_STARTED = event_tag(RunStartedEvent)
@@ -98,3 +110,32 @@ def run_start_seq(conversation_id, *, before_seq: int) -> int:
         .first()
     )
     return seq or 0
+
+
+def events_where(conversation_id, match: Q) -> list[AnyEvent]:
+    """The events of a conversation that `match` selects (on `type` and `payload`), in log
+    order, without loading the rest of its log."""
+    rows = (
+        ConversationEvent.objects.filter(match, conversation_id=conversation_id)
+        .order_by("seq")
+        .values_list("type", "payload")
+    )
+    return [event_from_payload(type_, payload) for type_, payload in rows]
+
+
+SUBAGENT_TYPES = (event_tag(SubagentsSpawnedEvent), event_tag(SubagentsSettledEvent))
+
+
+def subagent_events(conversation_id) -> list[AnyEvent]:
+    """A parent's spawn and settle events: all that settling its children reads."""
+    return events_where(conversation_id, Q(type__in=SUBAGENT_TYPES))
+
+
+def answer_events(conversation_id) -> list[AnyEvent]:
+    """What a child's answer is read from: its messages, finish results, errors and run ends."""
+    return events_where(
+        conversation_id,
+        Q(type__in=(event_tag(AgentMessageEvent), event_tag(AgentErrorEvent),
+                    event_tag(RunFinishedEvent)))
+        | Q(type=event_tag(ObservationEvent), payload__tool="finish"),
+    )  # fmt: skip

@@ -12,7 +12,7 @@ from conversations.events import Status
 from conversations.models import Conversation
 from teams.audit import audit_record
 
-ACTIVE = frozenset({Status.RUNNING, Status.WAITING_FOR_CONFIRMATION})
+ACTIVE = frozenset({Status.RUNNING, Status.WAITING_FOR_CONFIRMATION, Status.WAITING_FOR_SUBAGENTS})
 
 
 def conversation_archive(*, conversation_id, by) -> None:

@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 
 
 def conversation_delete(*, conversation_id, by) -> None:
+    """Delete the conversation and its sub-agents, deepest first (a child's row protects its
+    parent's). Refused while any of them runs or waits: stop the subtree first."""
     with transaction.atomic():
         conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
         owner = by is not None and conversation.owner_id == getattr(by, "pk", None)
@@ -39,25 +41,58 @@ def conversation_delete(*, conversation_id, by) -> None:
             raise Forbidden("only its owner or a team admin may delete a conversation.")
         if conversation.status in ACTIVE:
             raise Conflict("this conversation is still running: pause or finish it first.")
-        workspace = workspace_of(conversation)
-        Erasure.objects.create(conversation_id=conversation.pk)
-        conversation.delete()  # its events go with it (cascade), as the Erasure allows
-        Erasure.objects.filter(conversation_id=conversation.pk).delete()
+        subtree = _descendants(conversation.pk)
+        if any(row.status in ACTIVE for row in subtree):
+            raise Conflict("a sub-agent of this conversation is still running: stop it first.")
+        for row in [*reversed(subtree), conversation]:
+            _erase(row)
         audit_record(
             actor=by, kind="conversation.deleted", team=conversation.team_id,
-            target=str(conversation_id), data={"title": conversation.title},
+            target=str(conversation_id),
+            data={"title": conversation.title, "sub_agents": len(subtree)},
         )  # fmt: skip
-        folders = _own_folders(conversation)
-        transaction.on_commit(lambda: _remove(folders, workspace.close))
+    if conversation.parent_id is not None:  # its parent may have been waiting for it
+        from .subagents.settle import parent_settle
+
+        parent_settle(str(conversation.parent_id))
+
+
+def _descendants(conversation_id) -> list[Conversation]:
+    """Sub-agents at every depth, locked, parents before their children."""
+    found: list[Conversation] = []
+    level = [conversation_id]
+    while level:
+        rows = list(
+            Conversation.objects.select_for_update().filter(parent_id__in=level).order_by("pk")
+        )
+        found.extend(rows)
+        level = [row.pk for row in rows]
+    return found
+
+
+def _erase(conversation: Conversation) -> None:
+    workspace = workspace_of(conversation)
+    folders = _own_folders(conversation)
+    pk = conversation.pk
+    Erasure.objects.create(conversation_id=pk)
+    conversation.delete()  # its events go with it (cascade), as the Erasure allows
+    Erasure.objects.filter(conversation_id=pk).delete()
+    transaction.on_commit(lambda: _remove(folders, workspace.close))
 
 
 def _own_folders(conversation: Conversation) -> list[Path]:
+    """Its state folder, and its workspace folder unless another conversation (a parent
+    deleted after its children, a sharer) still works in it. Call before the row goes."""
     folders = [Path(settings.CANVAS_STATE_ROOT) / str(conversation.pk)]
     workspace = Path(conversation.workspace_path) if conversation.workspace_path else None
     if workspace is None:
         return folders
     area = team_area(Path(settings.CANVAS_WORKSPACES_ROOT), conversation.team_id)
-    shared = Conversation.objects.filter(workspace_path=conversation.workspace_path).exists()
+    shared = (
+        Conversation.objects.filter(workspace_path=conversation.workspace_path)
+        .exclude(pk=conversation.pk)
+        .exists()
+    )
     if workspace.resolve().is_relative_to(area.resolve()) and not shared:
         folders.append(workspace)
     return folders

@@ -32,6 +32,7 @@ from workspaces.spec import WorkspaceSpec
 from .run_control import refuse_closed, run_start
 from .step.agent import DEFAULT_TOOLS, AgentConfig
 from .step.profiles import UnknownProfileError, profile_get
+from .subagents.definitions import SPAWNING_TOOLS
 from .titles import TITLE_MAX_CHARS, clean_title, default_title
 from .tools.base import tool_schema
 from .tools.registry import tools_for
@@ -136,7 +137,12 @@ def _agent_config(*, team: Team, model: str, requested: dict[str, Any]) -> Agent
     resolved = tighten(policy, {k: v for k, v in requested.items() if v is not None})
     tools = resolved["tools"]
     if tools is None:
-        tools = tuple(name for name in DEFAULT_TOOLS if policy.tool_allowed(name))
+        spawning = policy.subagents_allowed and policy.max_subagent_depth != 0
+        tools = tuple(
+            name
+            for name in DEFAULT_TOOLS
+            if policy.tool_allowed(name) and (spawning or name not in SPAWNING_TOOLS)
+        )
     try:
         tools_for(tools)
     except KeyError as exc:

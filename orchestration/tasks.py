@@ -83,8 +83,9 @@ def write_title(conversation_id: str) -> None:
 def sweep_runs() -> int:
     from .chain.stranded import sweep_stranded_runs
     from .chain.sweep import sweep_runs as sweep
+    from .subagents.settle import waiting_parents_settle
 
-    return sweep_stranded_runs() + sweep()
+    return sweep_stranded_runs() + sweep() + waiting_parents_settle()
 
 
 @shared_task(name="orchestration.sweep_containers", ignore_result=True)

@@ -141,9 +141,11 @@ def dispatched(monkeypatch) -> list[tuple[str, str]]:
     import orchestration.chain.sweep
     import orchestration.control.approvals
     import orchestration.run_control
+    import orchestration.subagents.settle
 
     for module in (
         orchestration.run_control,
+        orchestration.subagents.settle,
         orchestration.chain.lease,
         orchestration.chain.sweep,
         orchestration.control.approvals,

@@ -84,6 +84,7 @@ def run_slice(
         keep = ended_well and time.monotonic() - started < keep_place_for and not draining.is_set()
         next_slice = _hand_over(conversation_id, claim.token, keep=keep)
         if next_slice is None:
+            _settle_parent(conversation_id)
             return None
         slice_id = next_slice
 
@@ -137,6 +138,18 @@ def _fail(conversation_id: str, token: str, exc: BaseException) -> None:
         [error, *run_end_events(Status.ERROR, reason, history.state.run_id)],
         lease_token=token,
     )
+
+
+def _settle_parent(conversation_id: str) -> None:
+    """A sub-agent whose run stopped here tells its parent at once (settle.py); if that
+    fails, the sweeper finds the waiting parent within a sweep period."""
+    from ..subagents.settle import child_ended
+
+    try:
+        retry_transient(partial(child_ended, conversation_id), what="settling a parent")
+    except Exception:
+        logger.warning("could not settle the parent of %s; the sweeper will", conversation_id,
+                       exc_info=True)  # fmt: skip
 
 
 def _hand_over(conversation_id: str, token: str, *, keep: bool) -> str | None:

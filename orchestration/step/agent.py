@@ -6,7 +6,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from teams.vocabulary import ConfirmationMode, ConfirmationModeName, RiskLevel, RiskName
 
-DEFAULT_TOOLS: tuple[str, ...] = ("terminal", "file_editor", "think", "finish")
+DEFAULT_TOOLS: tuple[str, ...] = (
+    "terminal", "file_editor", "think", "finish", "task", "delegate", "workflow",
+)  # fmt: skip
 
 SYSTEM_PROMPT = """\
 You are a software agent working for a team through a control plane. You act only through \
@@ -43,3 +45,5 @@ class AgentConfig(BaseModel):
     risk_threshold: RiskName = RiskLevel.HIGH.name
     max_cost_usd: float | None = Field(default=None, ge=0)
     """Per-run model spend limit in dollars; None: only the team policy's, if any."""
+    depth: int = Field(default=0, ge=0)
+    """0 for a conversation people started; a sub-agent's is its parent's plus one."""

@@ -25,7 +25,7 @@ from conversations.events import (
 )
 from workspaces.base import WorkspacePathError
 
-from ..tools.base import SECURITY_RISK_ARGUMENT, Tool, ToolContext, ToolResult
+from ..tools.base import SECURITY_RISK_ARGUMENT, Tool, ToolArgs, ToolContext, ToolResult
 
 if TYPE_CHECKING:
     from .llm import LLMResponse
@@ -37,12 +37,15 @@ INTERRUPTED_MESSAGE = (
 
 
 def run_end_events(
-    status: Status, reason: str, run_id: str | None, *, finished_reason: str | None = None
-) -> list[BaseEvent]:
-    """The pair that ends a run: the status leaving RUNNING, then run.finished."""
+    status: Status, reason: str, run_id: str | None, *, finished_reason: str | None = None,
+    previous: Status = Status.RUNNING, worker: str = "",
+) -> list[BaseEvent]:  # fmt: skip
+    """The pair that ends a run: the status leaving `previous`, then run.finished."""
     return [
-        StatusChangeEvent(status=status, previous=Status.RUNNING, reason=reason),
-        RunFinishedEvent(run_id=run_id or "", status=status, reason=finished_reason or reason),
+        StatusChangeEvent(status=status, previous=previous, reason=reason),
+        RunFinishedEvent(
+            run_id=run_id or "", status=status, reason=finished_reason or reason, worker=worker
+        ),
     ]
 
 
@@ -98,11 +101,12 @@ def _observation(action: ActionEvent, result: ToolResult) -> ObservationEvent:
     )
 
 
-def _error(action: ActionEvent, message: str) -> Outcome:
-    return Outcome(_observation(action, ToolResult(content=message, is_error=True)))
+def _error(action: ActionEvent, message: str) -> ObservationEvent:
+    return _observation(action, ToolResult(content=message, is_error=True))
 
 
-def execute_action(action: ActionEvent, tools: Mapping[str, Tool], ctx: ToolContext) -> Outcome:
+def parse_arguments(action: ActionEvent, tools: Mapping[str, Tool]) -> ToolArgs | ObservationEvent:
+    """The call's validated arguments, or the error result that says what is wrong with it."""
     tool = tools.get(action.tool)
     if tool is None:
         available = ", ".join(sorted(tools)) or "(none)"
@@ -122,15 +126,22 @@ def execute_action(action: ActionEvent, tools: Mapping[str, Tool], ctx: ToolCont
         )
     data = {k: v for k, v in data.items() if k != SECURITY_RISK_ARGUMENT}  # for the policy only
     try:
-        args = tool.args_model.model_validate(data)
+        return tool.args_model.model_validate(data)
     except ValidationError as exc:
         return _error(action, _format_validation_error(action.tool, exc))
+
+
+def execute_action(action: ActionEvent, tools: Mapping[str, Tool], ctx: ToolContext) -> Outcome:
+    args = parse_arguments(action, tools)
+    if isinstance(args, ObservationEvent):
+        return Outcome(args)
+    tool = tools[action.tool]
     try:
         result = tool.run(args, ctx)
     except WorkspacePathError as exc:
-        return _error(action, str(exc))
+        return Outcome(_error(action, str(exc)))
     except Exception as exc:  # a tool bug must not kill the run: the model reads it instead
-        return _error(action, f"Tool '{action.tool}' failed: {type(exc).__name__}: {exc}")
+        return Outcome(_error(action, f"Tool '{action.tool}' failed: {type(exc).__name__}: {exc}"))
     return Outcome(_observation(action, result), finish=result.finish)
 
 

@@ -7,14 +7,17 @@ was given.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from contextlib import nullcontext
 from functools import partial
 
+from django.conf import settings
 from django.db import transaction
 
 from conversations import store
+from conversations.broadcast import publish_tree_changed
 from conversations.events import (
     HOOK_SENDER_PREFIX,
     ActionDecisionEvent,
@@ -27,6 +30,7 @@ from conversations.events import (
     Status,
     StatusChangeEvent,
     UserMessageEvent,
+    is_llm_step,
 )
 from conversations.models import Conversation
 from conversations.view import unanswered_actions
@@ -43,6 +47,8 @@ from ..control import hook_points
 from ..control.confirmation import assess, needs_confirmation
 from ..control.notify import notify_status_on_commit
 from ..control.prompt_check import prompt_check
+from ..subagents.definitions import SPAWNING_TOOLS as SPAWNING
+from ..subagents.parent import ParentSide, is_spawning, pending_spawning
 from ..title_model import title_request
 from ..tools.base import Tool, ToolContext, team_secrets, tool_schema
 from ..tools.registry import tools_for
@@ -75,6 +81,23 @@ UNSANDBOXED_MESSAGE = (
 NOTIFY_STATUSES = frozenset(
     {Status.WAITING_FOR_CONFIRMATION, Status.FINISHED, Status.ERROR, Status.STUCK}
 )
+MAX_ANCESTORS = 20
+
+
+def worker_identity() -> str:
+    """Which worker process runs this: named in the run.finished events it writes."""
+    return f"{settings.CANVAS_WORKER_HOST}:{os.getpid()}"
+
+
+def ancestors_of(parent_id) -> list[str]:
+    """A sub-agent's parent, grandparent, ...: whose pages show it in their agent tree."""
+    found: list[str] = []
+    while parent_id is not None and len(found) < MAX_ANCESTORS:
+        found.append(str(parent_id))
+        parent_id = (
+            Conversation.objects.filter(pk=parent_id).values_list("parent_id", flat=True).first()
+        )
+    return found
 
 
 class SliceRunner:
@@ -99,7 +122,13 @@ class SliceRunner:
         self.tools: dict[str, Tool] = {
             t.name: t for t in tools_for(self.config.tools) if self.limits.tool_allowed(t.name)
         }
-        self.schemas = [tool_schema(t) for t in self.tools.values()]
+        self.subagents = ParentSide(self)
+        self.schemas = [
+            self.subagents.schema(t, tool_schema(t)) if t.name in SPAWNING else tool_schema(t)
+            for t in self.tools.values()
+        ]
+        self.parent_id = conversation.parent_id
+        self._ancestors: list[str] | None = None
         self.ctx = ToolContext(
             conversation_id=self.conversation_id,
             workspace=workspace_of(conversation, policy=policy),
@@ -128,15 +157,30 @@ class SliceRunner:
             if spend:
                 spend_add(self.team_id, spend)
         self.history.extend(stored, self.conversation_id)
+        if self.parent_id is not None and any(
+            isinstance(e, StatusChangeEvent) or is_llm_step(e) for e in events
+        ):
+            self.tree_changed()
+
+    def tree_changed(self) -> None:
+        """Tell the pages of this conversation's ancestors that their agent tree changed."""
+        if self.parent_id is None:
+            return
+        if self._ancestors is None:
+            self._ancestors = ancestors_of(self.parent_id)
+        ancestors = self._ancestors
+        transaction.on_commit(lambda: publish_tree_changed(ancestors))
 
     def end(self, status: Status, reason: str, *first: BaseEvent) -> None:
         """End the run; `first` (an error, a blocked message) goes in the same append."""
         events: list[BaseEvent] = list(first)
-        events.extend(run_end_events(status, reason, self.history.state.run_id))
+        events.extend(
+            run_end_events(status, reason, self.history.state.run_id, worker=worker_identity())
+        )
         self.append(events)
         self._notify(status, reason)
 
-    def recover(self) -> None:
+    def recover(self) -> bool:
         """Give every action left without a result one, before the model is asked anything.
 
         Held batches whose decisions are in run now, in order: approved and unflagged actions
@@ -152,7 +196,7 @@ class SliceRunner:
         """
         self.ctx.workspace.stop_leftovers()
         if not self._fill():
-            return
+            return False
         self.ctx.workspace.baseline_take()
         events = self.history.events
         decisions = {e.action_id: e for e in events if isinstance(e, ActionDecisionEvent)}
@@ -165,6 +209,8 @@ class SliceRunner:
         for action in unanswered_actions(events):
             tool = self.tools.get(action.tool)
             decision = decisions.get(action.id)
+            if is_spawning(action):
+                continue  # answered from the log below, never re-run blindly
             if action.tool_call_id in started or (
                 action.llm_response_id not in held_batches and not (tool and tool.read_only)
             ):
@@ -179,10 +225,44 @@ class SliceRunner:
                 self._recovery_ran_tools = True
                 self.append([ActionStartedEvent(tool_call_id=action.tool_call_id)])
                 if not self.run_action(action):
-                    return
+                    return False
             else:  # read-only, safe to run again
                 self._recovery_ran_tools = True
                 self.run_action(action)
+        return self._children_answered()
+
+    def _children_answered(self) -> bool:
+        """Every spawning call has its result (True), or the run now waits for children."""
+        if self.history.state.status != Status.RUNNING:
+            return True  # nothing runs anyway; run() stops at the status
+        if not pending_spawning(self.history.events):
+            return True
+        self._recovery_ran_tools = True
+        return self.subagents.answer_pending(self._spawning_action)
+
+    def _spawning_action(self, action: ActionEvent) -> bool:
+        """A task, delegate or workflow call: spawn, wait, or record its result. The team's
+        PreToolUse hooks judge it once, before anything was spawned for it."""
+        if not self.limits.tool_allowed(action.tool):
+            self.append([tool_refused(action.tool_call_id, action.tool)])
+            return True
+        if not self.subagents.spawned(action):
+            verdict = hook_points.pre_tool_use(
+                team_id=self.team_id, conversation_id=self.conversation_id, action=action,
+                arguments=action.parsed_arguments.as_object or {}, cwd=self.workspace_root,
+                hooks=self.hooks,
+            )  # fmt: skip
+            self._report_hook_failures(verdict)
+            if not verdict.allowed:
+                self.append(
+                    [rejected_observation(action, source="hook", by=verdict.hook,
+                                          reason=verdict.reason)]
+                )  # fmt: skip
+                return True
+        observation = self.subagents.run(action)
+        if observation is not None:
+            self.append([observation])
+        return True
 
     def _fill(self) -> bool:
         """The workspace's git source, once; False when it failed (the run ended ERROR)."""
@@ -198,6 +278,8 @@ class SliceRunner:
 
     def run_action(self, action: ActionEvent) -> bool:
         """Run one action through policy, hooks and the tool; False when a finish was asked."""
+        if is_spawning(action) and action.tool in self.tools:
+            return self._spawning_action(action)
         if not self.limits.tool_allowed(action.tool):
             self.append([tool_refused(action.tool_call_id, action.tool)])
             return True
@@ -324,6 +406,8 @@ class SliceRunner:
             finished = not self.run_action(action) or finished
             if self.cancel.is_set():
                 return False
+        if any(is_spawning(a) for a in actions) and not self._children_answered():
+            return False
         if finished:
             final = next(
                 (e.content for e in reversed(self.history.events)
@@ -381,7 +465,8 @@ class SliceRunner:
 
     def run(self, *, max_steps: int, max_seconds: float) -> None:
         self.mark_unsandboxed()
-        self.recover()
+        if not self.recover():
+            return
         deadline = time.monotonic() + max_seconds
         for step in range(max_steps):
             # The first step reads what __init__ loaded plus this runner's own appends, unless

@@ -6,15 +6,22 @@ from collections.abc import Iterable
 
 from orchestration.step.agent import DEFAULT_TOOLS as DEFAULT_TOOLS
 from orchestration.tools.base import Tool
+from orchestration.tools.delegate import DelegateTool
 from orchestration.tools.file_editor import FileEditorTool
 from orchestration.tools.finish import FinishTool
+from orchestration.tools.task import TaskTool
 from orchestration.tools.terminal import TerminalTool
 from orchestration.tools.think import ThinkTool
+from orchestration.tools.workflow import WorkflowTool
 
 # Tools hold no state, so one shared instance of each serves every conversation.
 _TOOLS: dict[str, Tool] = {
-    tool.name: tool for tool in (TerminalTool(), FileEditorTool(), ThinkTool(), FinishTool())
-}
+    tool.name: tool
+    for tool in (
+        TerminalTool(), FileEditorTool(), ThinkTool(), FinishTool(), TaskTool(), DelegateTool(),
+        WorkflowTool(),
+    )
+}  # fmt: skip
 
 
 def get_tool(name: str) -> Tool | None:

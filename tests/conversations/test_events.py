@@ -15,6 +15,8 @@ from conversations.events import (
     RunFinishedEvent,
     RunStartedEvent,
     Status,
+    SubagentsSettledEvent,
+    SubagentsSpawnedEvent,
     StatusChangeEvent,
     SystemPromptEvent,
     UnknownEvent,
@@ -44,6 +46,15 @@ EXAMPLES = [
     StatusChangeEvent(status=Status.FINISHED, previous=Status.RUNNING, reason="done"),
     RunStartedEvent(trigger="alice"),
     RunFinishedEvent(run_id="r", status=Status.ERROR, reason="model error"),
+    SubagentsSpawnedEvent(
+        tool_call_id="c2", tool="delegate",
+        children=[{"conversation_id": "k1", "name": "a", "subagent_type": "general", "key": "a"}],
+    ),
+    SubagentsSettledEvent(
+        tool_call_id="c2",
+        results=[{"conversation_id": "k1", "name": "a", "status": "finished", "answer": "42"}],
+        usage=Usage(cost_usd=0.25),
+    ),
 ]
 
 

@@ -80,7 +80,10 @@ def test_registry() -> None:
         "file_editor": False,
         "think": True,
         "finish": True,
-    }
+        "task": True,
+        "delegate": True,
+        "workflow": True,
+    }  # spawning changes nothing itself: each child's actions face its own approvals
     with pytest.raises(KeyError, match="nope"):
         tools_for(["terminal", "nope"])
 
