@@ -6,6 +6,7 @@ from django.urls import include, path, register_converter
 from common.inputs import PathSegment
 
 from . import (
+    agent_views,
     approval_views,
     hook_views,
     panel_views,
@@ -48,8 +49,9 @@ conversation_urls = [
 ]
 
 # One team's page, members and audit log (canvas.team_views); its hooks, sandbox and
-# notification webhook (canvas.hook_views); its secrets, policy and model profiles
-# (canvas.secret_views, canvas.policy_views, canvas.profile_views).
+# notification webhook (canvas.hook_views); its secrets, policy, model profiles and agent
+# definitions (canvas.secret_views, canvas.policy_views, canvas.profile_views,
+# canvas.agent_views).
 team_urls = [
     path("", team_views.team_detail, name="team-detail"),
     path("default", team_views.team_set_default, name="team-default"),
@@ -86,6 +88,10 @@ team_urls = [
     path(
         "profiles/checks/<segment:check_id>", profile_views.profile_check, name="team-profile-check"
     ),
+    path("agents/", agent_views.team_agents_page, name="team-agents"),
+    path("agents/new", agent_views.agent_create, name="team-agent-create"),
+    path("agents/edit", agent_views.agent_edit, name="team-agent-edit"),
+    path("agents/delete", agent_views.agent_delete, name="team-agent-delete"),
 ]
 
 # An invitation addressed to the user (canvas.team_views).

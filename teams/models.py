@@ -270,6 +270,37 @@ class ModelProfile(models.Model):
         return f"{self.team}: {self.name}"
 
 
+class TeamAgent(models.Model):
+    """A sub-agent definition the team's admins wrote: a kind of child a parent may spawn
+    (`subagent_type`). The rules for its values live with the other definitions
+    (orchestration.subagents.definitions, checked by orchestration.subagents.team_agents), so
+    the columns here only bound what the database holds."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="agents")
+    name = models.CharField(max_length=64, help_text="Fits Conversation.subagent_type.")
+    description = models.TextField(help_text="What the parent's model reads when choosing.")
+    tools = models.JSONField(
+        null=True, blank=True, default=None,
+        help_text="Tool names the child may have at most; null: the parent's.",
+    )  # fmt: skip
+    model = models.CharField(
+        max_length=200, blank=True, help_text="A model profile name; blank: the parent's."
+    )
+    max_iterations = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Null: the child's share of the parent's budget."
+    )
+    instructions = models.TextField(blank=True, help_text="Appended to the child's prompt.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="team_agent_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.team}: {self.name}"
+
+
 class TeamSpend(models.Model):
     """Money spent on models per team and calendar month (UTC), for monthly budgets."""
 

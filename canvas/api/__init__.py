@@ -127,6 +127,7 @@ def _unhandled(request: HttpRequest, exc: Exception) -> HttpResponse:
 
 def _register_routers() -> None:
     from . import (
+        agents,
         conversations,
         hooks,
         invitations,
@@ -141,6 +142,7 @@ def _register_routers() -> None:
     api.add_router("/teams", teams.router)
     api.add_router("/teams", secrets.router)
     api.add_router("/teams", policies.router)
+    api.add_router("/teams", agents.router)
     api.add_router("/teams", hooks.router)
     api.add_router("/tokens", tokens.router)
     api.add_router("/invitations", invitations.router)

@@ -167,12 +167,15 @@ TEAM_ROWS = (
     ("profiles/", "#profile-add",
      {"input[name=name]": "a11y-profile", "input[name=model]": "canvas/scripted",
       "select[name=api_key_secret]": "MODEL_KEY"}, "tr[data-profile=a11y-profile]"),
+    ("agents/", "#agent-add",
+     {"input[name=name]": "a11y-agent", "textarea[name=description]": "Checks accessibility.",
+      "input[name=tools]": "think, finish"}, "tr[data-agent=a11y-agent]"),
     ("hooks/", "#hook-add",
      {"input[name=name]": "a11y-hook", "select[name=event]": "PreToolUse",
       "textarea[name=command]": "exit 0"}, "#hooks tbody tr >> text=a11y-hook"),
 )  # fmt: skip
-"""(page, form, fields, what appears): an invitation, a secret, a model profile and a hook, so
-each page lists a row and the audit log has records."""
+"""(page, form, fields, what appears): an invitation, a secret, a model profile, an agent
+definition and a hook, so each page lists a row and the audit log has records."""
 
 
 def _fill_team(page, team: str) -> None:
@@ -203,6 +206,7 @@ def test_team_settings_pages(context, server):
         ("secrets", "secrets/"),
         ("policy", "policy/"),
         ("model profiles", "profiles/"),
+        ("agents", "agents/"),
         ("hooks", "hooks/"),
         ("audit log", "audit/"),
     ):

@@ -146,6 +146,36 @@ def test_model_profile_round_trip_and_test_connection(page):
     page.wait_for_selector("tr[data-profile=scripted-check]", state="detached")
 
 
+def test_agent_definition_round_trip(page):
+    _demo_team(page)
+    _tab(page, "Agents")
+    page.wait_for_selector("tr[data-agent=general]")
+    page.fill("#agent-add input[name=name]", "reviewer")
+    page.fill("#agent-add textarea[name=description]", "Reviews a diff and reports problems.")
+    page.fill("#agent-add input[name=tools]", "terminal, think")
+    page.click("#agent-add button[type=submit]")
+    row = page.locator("tr[data-agent=reviewer]")
+    row.wait_for()
+    assert "terminal, think" in row.inner_text() and "the parent's" in row.inner_text()
+
+    edit = page.locator("tr[id$=-edit]", has_text="Edit reviewer")
+    edit.locator("summary").click()
+    edit.locator("input[name=max_iterations]").fill("12")
+    edit.locator("button[type=submit]").click()
+    expect(row.locator("td").nth(4)).to_have_text("12")
+
+    # The service's refusal, in its words.
+    page.fill("#agent-add input[name=name]", "general")
+    page.fill("#agent-add textarea[name=description]", "Mine.")
+    page.click("#agent-add button[type=submit]")
+    notice = page.wait_for_selector("#agents .form-errors")
+    assert "is a built-in agent" in notice.inner_text()
+
+    _accept_confirm(page)
+    page.locator("tr[data-agent=reviewer] button >> text=Delete").click()
+    page.wait_for_selector("tr[data-agent=reviewer]", state="detached")
+
+
 def test_hooks_and_notifications_round_trip(page):
     _demo_team(page)
     _tab(page, "Hooks & notifications")
@@ -235,6 +265,8 @@ def test_members_and_a_plain_member_sees_no_admin_controls(page, browser, server
     assert mia.locator("#policy-form").count() == 0
     _tab(mia, "Model profiles")
     assert mia.locator("#profile-add").count() == 0 and mia.locator("#profiles button").count() == 0
+    _tab(mia, "Agents")
+    assert mia.locator("#agent-add").count() == 0 and mia.locator("#agents button").count() == 0
     assert mia.goto(f"{prefix}hooks/").status == 403
 
     # And a hand-made post is refused.
@@ -242,6 +274,7 @@ def test_members_and_a_plain_member_sees_no_admin_controls(page, browser, server
         ("secrets/new", {"name": "MIA_KEY", "value": "x"}),
         ("policy/set", {"confirmation_mode": "never", "risk_threshold": "HIGH", "network": "none"}),
         ("profiles/new", {"name": "mine", "model": "canvas/scripted"}),
+        ("agents/new", {"name": "mine", "description": "Mine."}),
         (
             "hooks/add",
             {"name": "mine", "event": "Stop", "command": "exit 0", "timeout_seconds": "5"},
