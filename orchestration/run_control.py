@@ -280,11 +280,9 @@ def conversation_stop(*, conversation_id, by: AbstractBaseUser | None) -> None:
         reason = f"stopped by {_name(by)}"
         stopped = 0
         if conversation.status in STOPPABLE:
-            _end_run(conversation, reason, finished_reason="stopped", interrupt=True)
+            _end_run(conversation, reason, interrupt=True)
             stopped = 1
-        stopped += _subtree_end(
-            conversation, STOPPABLE, reason, finished_reason="stopped", interrupt=True
-        )
+        stopped += _subtree_end(conversation, STOPPABLE, reason, interrupt=True)
         if not stopped:
             raise Conflict(
                 f"nothing to stop: the conversation is {conversation.status} and none of its "

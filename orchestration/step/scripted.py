@@ -99,8 +99,10 @@ def _first_user_text(messages: list[dict[str, Any]]) -> str:
 
 
 def _parse_script(text: str) -> list[dict[str, Any]] | None:
+    """The script a prompt starts with. Text may follow it: a workflow's reduce and pipeline
+    steps append their inputs to the prompt they were given, and their children still play it."""
     try:
-        data = json.loads(text)
+        data, _ = json.JSONDecoder().raw_decode(text.lstrip())
     except (TypeError, ValueError):
         return None
     if isinstance(data, dict) and isinstance(data.get("script"), list):

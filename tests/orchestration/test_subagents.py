@@ -62,7 +62,10 @@ def test_task_runs_a_child_whose_answer_is_the_parents_result(dispatched):
     assert task_result.content == "42" and not task_result.is_error
     statuses = [e.status for e in events(parent) if isinstance(e, StatusChangeEvent)]
     assert statuses == [
-        Status.RUNNING, Status.WAITING_FOR_SUBAGENTS, Status.RUNNING, Status.FINISHED
+        Status.RUNNING,
+        Status.WAITING_FOR_SUBAGENTS,
+        Status.RUNNING,
+        Status.FINISHED,
     ]
     assert child.parent_action_id == next(
         e.tool_call_id for e in events(parent) if isinstance(e, SubagentsSpawnedEvent)
@@ -109,16 +112,13 @@ def test_a_failed_child_reaches_the_parent_as_a_failure(dispatched):
 
 def test_workflow_maps_then_reduces_by_replay(dispatched, tmp_path):
     source = (
-        "parts = await wf.map_agents([P1, P2, P3, P4])\n"
-        "return await wf.reduce_agent(parts, R)\n"
+        "parts = await wf.map_agents([P1, P2, P3, P4])\nreturn await wf.reduce_agent(parts, R)\n"
     )
     prompts = {f"P{i}": json.dumps(say(f"part {i}")) for i in range(1, 5)}
     reduce_prompt = json.dumps(say("all four"))
     for name, value in prompts.items():
         source = source.replace(name, value)
     source = source.replace("R)", f"{reduce_prompt})")
-    # The reduce child's prompt gets the results appended, so it is no longer a bare script:
-    # the scripted model then says it is not a script. That is what it answers, verbatim.
     parent = start(script({"tool": "workflow", "args": {"script": source}}, {"say": "end"}))
     drive(dispatched)
     assert row(parent).status == Status.FINISHED
@@ -127,7 +127,26 @@ def test_workflow_maps_then_reduces_by_replay(dispatched, tmp_path):
     spawned = [e for e in events(parent) if isinstance(e, SubagentsSpawnedEvent)]
     assert [len(e.children) for e in spawned] == [4, 1]  # map at once, then the reduce
     result = next(o for o in results(parent) if o.tool == "workflow")
-    assert not result.is_error, result.content
+    assert (result.content, result.is_error) == ("all four", False)
+    reducer = children.get(pk=spawned[1].children[0].conversation_id)
+    prompt = next(e.text for e in events(reducer) if e.type == "message.user")
+    assert all(f"part {i}" in prompt for i in range(1, 5))  # the map's answers, in order
+
+
+def test_a_refused_workflow_script_names_the_rule(dispatched):
+    parent = start(
+        script(
+            {"tool": "workflow", "args": {"script": "import os\nreturn 1"}},
+            {"tool": "workflow", "args": {"script": "while True:\n    pass"}},
+            {"say": "end"},
+        )
+    )
+    drive(dispatched)
+    refused, runaway = [o for o in results(parent) if o.tool == "workflow"]
+    assert refused.is_error and "(no import)" in refused.content
+    assert runaway.is_error and ("CPU" in runaway.content or "longer than" in runaway.content)
+    assert not Conversation.objects.filter(parent=parent).exists()
+    assert row(parent).status == Status.FINISHED
 
 
 def test_refusals_are_results_the_model_reads(dispatched, team_id):
@@ -158,9 +177,7 @@ def test_depth_limit_takes_the_spawning_tools_from_the_last_level(dispatched, te
         {"tool": "task", "args": {"prompt": grandchild}},
         {"tool": "finish", "args": {"message": "child done"}},
     )
-    parent = start(
-        script({"tool": "task", "args": {"prompt": child}}, {"say": "ok"}), team=team_id
-    )
+    parent = start(script({"tool": "task", "args": {"prompt": child}}, {"say": "ok"}), team=team_id)
     drive(dispatched)
     kid = Conversation.objects.get(parent=parent)
     assert "task" not in kid.agent_config["tools"]
