@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils.text import slugify
 
 from conversations.models import Conversation
-from teams.models import AuditRecord, Hook, Membership, ModelProfile, Secret, Team
+from teams.models import AuditRecord, Hook, Membership, ModelProfile, Secret, Team, TeamAgent
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,7 @@ FINDERS: dict[str, Callable[[Team, set[str]], dict[str, AuditTarget]]] = {
     "secret": _named(Secret, "team-secrets", "#secret-{}"),
     "profile": _named(ModelProfile, "team-profiles"),
     "hook": _named(Hook, "team-hooks"),
+    "agent": _named(TeamAgent, "team-agents"),
 }
 """By the part of a record's kind before the dot."""
 

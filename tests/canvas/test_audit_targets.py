@@ -57,3 +57,14 @@ def test_another_teams_conversation_is_not_linked(user, team, django_user_model)
     theirs = conversation_create(owner=bob, team=bobs_team, prompt="not yours", model="demo")
     audit_record(actor=user, kind="conversation.archived", team=team, target=str(theirs.pk))
     assert str(theirs.pk) in _target_cells(user, team)
+
+
+def test_a_team_agent_links_to_the_agents_page(user, team):
+    from orchestration.subagents.team_agents import team_agent_create
+
+    team_agent_create(by=user, team=team, name="reviewer", description="Reviews diffs.")
+    audit_record(actor=user, kind="agent.deleted", team=team, target="gone-agent")
+    cells = _target_cells(user, team)
+    agents = reverse("team-agents", args=[team.pk])
+    assert f'<a href="{agents}">reviewer</a>' in cells
+    assert "gone-agent" in cells
