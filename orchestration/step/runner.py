@@ -366,7 +366,8 @@ class SliceRunner:
                 self.end(Status.ERROR, check.end_reason, *check.events)
                 return False
             self.append(check.events)
-            title_request(self.conversation_id)  # only now may a model read the prompt
+            if self.parent_id is None:  # a sub-agent's title is its name and task
+                title_request(self.conversation_id)  # only now may a model read the prompt
         return True
 
     def step(self) -> bool:
@@ -444,7 +445,10 @@ class SliceRunner:
         return assessed
 
     def _notify(self, status: Status, reason: str) -> None:
-        """Tell the team's webhook (if any) about moments people act on."""
+        """Tell the team's webhook (if any) about moments people act on. A sub-agent's end is
+        its parent's business (it reads the result); only its approvals need a person."""
+        if self.parent_id is not None and status != Status.WAITING_FOR_CONFIRMATION:
+            return
         if status in NOTIFY_STATUSES:
             notify_status_on_commit(
                 conversation_id=self.conversation_id, team_id=self.team_id,

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 
 from conversations import store
 from conversations.broadcast import publish_tree_changed
@@ -45,6 +46,7 @@ from .results import observation_for
 logger = logging.getLogger(__name__)
 
 ENDED = frozenset({Status.FINISHED, Status.ERROR, Status.STUCK})
+GOING = (Status.RUNNING, Status.WAITING_FOR_CONFIRMATION, Status.WAITING_FOR_SUBAGENTS)
 DELETED = "deleted"
 MAX_ANSWER_CHARS = 20_000
 """Of one child's answer, as its parent reads it: a long one keeps its end."""
@@ -188,8 +190,12 @@ def final_answer(events: Sequence[AnyEvent]) -> tuple[str, str]:
 def waiting_parents_settle(limit: int = 200) -> int:
     """The sweeper's backstop: settle parents left waiting (a child's end noticed by nobody,
     its worker killed in between). Returns how many were continued."""
+    # Only parents none of whose children is still going: one indexed NOT EXISTS per sweep,
+    # however many parents wait.
+    going = Conversation.objects.filter(parent=OuterRef("pk"), status__in=GOING)
     ids = list(
         Conversation.objects.filter(status=Status.WAITING_FOR_SUBAGENTS)
+        .exclude(Exists(going))
         .order_by("updated_at")
         .values_list("pk", flat=True)[:limit]
     )

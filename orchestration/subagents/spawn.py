@@ -43,8 +43,7 @@ from ..titles import default_title
 from ..tools.base import tool_schema
 from ..tools.registry import tools_for
 from .definitions import AgentDefinition, Catalog, resolve_child
-
-ACTIVE_CHILD = (Status.RUNNING, Status.WAITING_FOR_CONFIRMATION, Status.WAITING_FOR_SUBAGENTS)
+from .settle import GOING
 
 CHILD_PREAMBLE = """
 
@@ -117,7 +116,7 @@ def _check_limits(parent: Parent, count: int) -> None:
     at_once = policy.max_concurrent_children
     if at_once is not None:
         active = Conversation.objects.filter(
-            parent_id=parent.conversation.pk, status__in=ACTIVE_CHILD
+            parent_id=parent.conversation.pk, status__in=GOING
         ).count()
         if active + count > at_once:
             raise SpawnRefused(
