@@ -11,6 +11,8 @@ from conversations.events import (
     RunFinishedEvent,
     RunStartedEvent,
     StatusChangeEvent,
+    SubagentsSettledEvent,
+    SubagentsSpawnedEvent,
     SystemPromptEvent,
     UserMessageBlockedEvent,
     UserMessageCheckedEvent,
@@ -49,6 +51,11 @@ def event_summary(event: AnyEvent) -> str:
             return f"run {event.run_id[:8]} by {event.trigger}"
         case RunFinishedEvent():
             return f"run {event.run_id[:8]} {event.status.value}: {event.reason}"
+        case SubagentsSpawnedEvent():
+            names = ", ".join(f"{c.name} ({c.conversation_id[:8]})" for c in event.children)
+            return f"{event.tool}: {_clip(names)}"
+        case SubagentsSettledEvent():
+            return _clip(", ".join(f"{r.name} {r.status}" for r in event.results))
     return ""
 
 
