@@ -177,23 +177,35 @@ def test_children_share_the_parents_budget_and_their_spend_rolls_up(dispatched, 
     assert row(parent).cost_usd == Decimal("0.75")
 
 
-def test_no_budget_left_refuses_new_children(dispatched, user, team_id):
+def test_children_that_spend_the_parents_budget_end_its_run(dispatched, user, team_id):
     Policy.objects.create(team_id=team_id, max_cost_per_run_usd=Decimal("0.50"))
     parent, (a, b) = spawned(dispatched, user)
     Conversation.objects.filter(pk__in=[a.pk, b.pk]).update(
         status=Status.FINISHED, cost_usd=Decimal("0.30")
     )
     settle.parent_settle(str(parent.pk))
-    drive(dispatched)  # the parent's next turn is finish; check the budget error path below
-    from orchestration.step.agent import AgentConfig
-    from orchestration.step.limits import run_limits
-    from orchestration.subagents.spawn import Parent, SpawnRefused, _budget_share
-    from teams.policies import policy_for_team
+    drive(dispatched)
+    assert row(parent).status == Status.ERROR
+    error = next(e for e in events(parent) if e.type == "agent.error")
+    assert error.code == "budget_run" and "$0.6000" in error.message
 
-    config = AgentConfig.model_validate(row(parent).agent_config)
-    limits = run_limits(config, policy_for_team(team_id))
-    with pytest.raises(SpawnRefused, match="no budget left"):
-        _budget_share(Parent(row(parent), config, limits, run_children=2, run_cost=0.6), 1)
+
+def test_a_depth_limit_lowered_mid_run_refuses_in_words(dispatched, user, team_id):
+    grandchild = say("deep")
+    child = script({"tool": "task", "args": {"prompt": grandchild}}, {"say": "child done"})
+    parent = services.conversation_create(
+        owner=user, model="scripted", prompt=script({"tool": "task", "args": {"prompt": child}},
+                                                    {"say": "parent done"}),
+    )  # fmt: skip
+    run_only(dispatched, parent.pk)
+    kid = Conversation.objects.get(parent=parent)
+    assert "task" in kid.agent_config["tools"]  # depth 1 of 3
+    Policy.objects.create(team_id=team_id, max_subagent_depth=1)
+    drive(dispatched)
+    refused = next(o for o in results(kid) if o.tool == "task")
+    assert refused.is_error
+    assert "at most 1 deep (team policy) and this one would be at depth 2" in refused.content
+    assert row(parent).status == Status.FINISHED
 
 
 def test_concurrent_children_are_capped(dispatched, team_id):
