@@ -4,7 +4,8 @@ Decisions answer with the card they came from (`#approval-card` or `#approval-de
 refusal (409 "already decided", 404, 400) is shown inline on that card; approve-all answers
 with the whole `#approvals` section (pause, interrupt and resume: canvas.run_control_views).
 Without htmx every endpoint redirects back to the conversation with a message.
-The "Needs approval" page lists the current team's waiting conversations and is polled.
+The "Needs approval" page lists the current team's waiting conversations and is polled; a
+sub-agent's row shows the conversations that spawned it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from django.views.decorators.vary import vary_on_headers
 from common.errors import ServiceError
 from conversations.events import Decision
 from conversations.models import Conversation
+from conversations.tree import ancestor_paths
 from orchestration.control import approvals
 
 from .access import Action
@@ -49,6 +51,8 @@ class DecidedCard:
 class WaitingConversation:
     conversation: Conversation
     cards: list[ApprovalCard]
+    parents: list[tuple[uuid.UUID, str]]
+    """A sub-agent's path of parents, (id, title) from the top-level one; [] at top level."""
 
 
 class RejectForm(forms.Form):
@@ -159,8 +163,13 @@ def approval_list(request: HttpRequest) -> HttpResponse:
     # Polled every 2 s: a fixed number of queries however many conversations wait.
     conversations = list(_waiting(request).select_related("team")[:WAITING_LIMIT])
     pending = approvals.pending_actions_for(c.pk for c in conversations)
+    paths = ancestor_paths({c.pk: c.parent_id for c in conversations})  # by level, not by row
     waiting = [
-        WaitingConversation(conversation=c, cards=[approval_card(p) for p in pending[c.pk]])
+        WaitingConversation(
+            conversation=c,
+            cards=[approval_card(p) for p in pending[c.pk]],
+            parents=paths.get(c.pk, []),
+        )
         for c in conversations
     ]
     context: dict[str, Any] = {"waiting": [w for w in waiting if w.cards]}

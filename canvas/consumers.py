@@ -118,6 +118,10 @@ class EventRelayConsumer(AsyncWebsocketConsumer):
     async def access_kept(self) -> None:
         """Called after a re-check that keeps the socket open (a role may have changed)."""
 
+    async def polled(self) -> None:
+        """Called by the safety poll after each of its log checks, once the client has said
+        where it is: what else a lost hint could leave stale is re-read here."""
+
     async def close_for(self, code: CloseCode) -> None:
         self.closing = True  # _forward sends nothing more, even before the server says closed
         await self.close(code=code)
@@ -147,6 +151,7 @@ class EventRelayConsumer(AsyncWebsocketConsumer):
                 )
                 if last is not None and last > self.last_seq:
                     await self.catch_up()
+                await self.polled()
 
     async def catch_up(self) -> None:
         async with self._relay_lock:

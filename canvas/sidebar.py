@@ -10,6 +10,7 @@ from django.http import HttpRequest
 
 from conversations.events import Status
 from conversations.search import ConversationFilter, conversations_matching
+from conversations.tree import with_children_count
 
 from .access import conversations_visible_to
 from .event_rows import status_label
@@ -20,15 +21,16 @@ SIDEBAR_LIMIT = 100
 
 
 def sidebar_context(request: HttpRequest, *, current_id: str = "") -> dict[str, Any]:
-    """What the sidebar shows for this request's filters; `current_id` is highlighted."""
+    """What the sidebar shows for this request's filters (top-level conversations unless it
+    asks for sub-agents), each with its count of sub-agents; `current_id` is highlighted."""
     ctx = team_context(request)
     team_id = ctx.current_team.pk if ctx.current_team else None
     visible = conversations_visible_to(request.user, team_id)
     chosen = ConversationFilter.from_query(request.GET, user_id=request.user.pk)
     return {
-        "sidebar_rows": conversations_matching(visible, chosen).order_by("-updated_at")[
-            :SIDEBAR_LIMIT
-        ],
+        "sidebar_rows": with_children_count(conversations_matching(visible, chosen)).order_by(
+            "-updated_at"
+        )[:SIDEBAR_LIMIT],
         "sidebar_filter": chosen,
         "sidebar_models": sorted(set(visible.values_list("model", flat=True))),
         "sidebar_statuses": [(s.value, status_label(s.value)) for s in Status],

@@ -10,6 +10,12 @@ Approval cards follow the log: an `action.decision` row also turns its card into
 rejected by X" (same frame, out of band), and after a status change the header frame carries
 the whole `#approvals` section re-rendered from the pending actions as they are now.
 
+The Agents section (`#agent-tree`) is re-read and sent whole, out of band, when the runner
+hints that a descendant changed (broadcast.TREE_MESSAGE_TYPE), after relaying a spawn or a
+settlement of this conversation's own children, and by the safety poll while some node may
+still change; at most once per TREE_RENDER_SECONDS however many hints arrive, always with a
+render after the last one, and only when it looks different from the last one sent.
+
 Access is decided at connect and re-checked when it may have changed (canvas.access_signals,
 and a timer), not per message: resuming reads the log after the page's seq, plus the row's
 stats once if the events replayed changed them, plus the pending actions only when the
@@ -18,6 +24,8 @@ conversation is left waiting for a decision.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from dataclasses import replace
 from typing import Any
@@ -27,12 +35,19 @@ from django.template.loader import render_to_string
 
 from common.errors import Forbidden, NotFound
 from conversations import store
-from conversations.events import Status, StatusChangeEvent, event_tag
+from conversations.events import (
+    Status,
+    StatusChangeEvent,
+    SubagentsSettledEvent,
+    SubagentsSpawnedEvent,
+    event_tag,
+)
 from conversations.models import Conversation
 from conversations.selectors import run_start_seq
 from orchestration.control.approvals import pending_actions
 
 from .access import Action, aconversation_for
+from .agent_tree import aagent_tree_context
 from .consumers import EventRelayConsumer
 from .event_rows import ApprovalCard, EventRow, approval_card, event_row, event_row_from_record
 from .stream import calls_in_flight, live_row, stop_note
@@ -43,6 +58,11 @@ STATUS_CHANGED = event_tag(StatusChangeEvent)
 STATS_FIELDS = ("steps", "tokens_in", "tokens_out", "cost_usd", "created_at", "closed_at")
 """What the `#stats` fragment shows, and whether the conversation is closed (the controls):
 the only columns a header refresh reads."""
+TREE_CHANGED = frozenset({event_tag(SubagentsSpawnedEvent), event_tag(SubagentsSettledEvent)})
+"""Records of the conversation's own log after which its agent tree is re-read."""
+TREE_RENDER_SECONDS = 0.5
+"""The least time between two reads of the agent tree on one socket: a parent with many
+busy children is hinted at on every child's step."""
 
 
 def _wants_header_refresh(record: dict[str, Any]) -> bool:
@@ -72,8 +92,18 @@ class ConversationPageConsumer(EventRelayConsumer):
     """The last status those records set, if any: the approval cards follow it."""
     late_calls: set[str] = frozenset()  # type: ignore[assignment]
     """Keys of calls a pause sent on this socket found running: their results say so."""
+    tree_due = False
+    """The tree may have changed since it was last sent: a hint, a spawn or a settlement."""
+    tree_live = True
+    """Some node of the tree last read may still change, so the safety poll re-reads it;
+    unknown before the first read, so the first poll looks once."""
+    tree_sent = ""
+    """The last `#agent-tree` sent; an identical read is not sent again."""
+    _tree_waiting = False
+    _tree_read_at = float("-inf")
 
     async def connect(self) -> None:
+        self._tree_tasks: set[asyncio.Task] = set()
         if not await self.authorize():
             return
         self.can_act = await self._allowed(Action.ACT)
@@ -109,6 +139,7 @@ class ConversationPageConsumer(EventRelayConsumer):
                 text_data=render_to_string(f"{FRAGMENTS}#event-frame", {**context, "row": row})
             )
         self.header_due = self.header_due or any(_wants_header_refresh(r) for r in records)
+        self.tree_due = self.tree_due or any(r.get("type") in TREE_CHANGED for r in records)
 
     async def _with_stop_note(self, row: EventRow) -> EventRow:
         """A pause or interrupt says what it left running (one log read, only for pauses)."""
@@ -124,6 +155,8 @@ class ConversationPageConsumer(EventRelayConsumer):
         return replace(row, note=note)
 
     async def relayed(self) -> None:
+        if self.tree_due:
+            self.schedule_tree()
         if not self.header_due or self.closing:
             return
         status, self.header_due, self.status_sent = self.status_sent, False, None
@@ -147,6 +180,49 @@ class ConversationPageConsumer(EventRelayConsumer):
             cards = await _pending_cards(self.conversation_id) if waiting else []
             html += render_to_string(f"{FRAGMENTS}#approvals", {**context, "cards": cards})
         await self.send(text_data=html)
+
+    async def conversation_tree(self, message: dict[str, Any]) -> None:
+        """broadcast.TREE_MESSAGE_TYPE: a descendant's status or steps changed."""
+        self.tree_due = True
+        self.schedule_tree()
+
+    async def polled(self) -> None:
+        if self.tree_live:
+            self.tree_due = True
+            self.schedule_tree()
+
+    def schedule_tree(self) -> None:
+        """Read and send the tree soon: now, or TREE_RENDER_SECONDS after the last read. A
+        read still waiting covers this call; one already reading does not (it may have read
+        before the change committed), so this call gets a read of its own after it."""
+        if self.closing or self.last_seq is None:  # before resume: sent once resumed
+            return
+        if self._tree_waiting:
+            return
+        self.tree_due, self._tree_waiting = False, True
+        wait = self._tree_read_at + TREE_RENDER_SECONDS - asyncio.get_running_loop().time()
+        self._tree_tasks.add(task := asyncio.create_task(self._send_tree(max(wait, 0.0))))
+        task.add_done_callback(self._tree_tasks.discard)
+
+    async def _send_tree(self, wait: float) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            if wait:
+                await asyncio.sleep(wait)
+            self._tree_read_at = asyncio.get_running_loop().time()
+            self._tree_waiting = False  # a hint from now on may be newer than this read
+            tree = await aagent_tree_context(self.conversation_id)
+            self.tree_live = tree["agent_tree_live"]
+            if not tree["agent_tree"] and not self.tree_sent:
+                return  # no sub-agents yet: the page's hidden section is still right
+            html = render_to_string(f"{FRAGMENTS}#agent-tree", {**self._context(), **tree})
+            if html != self.tree_sent and not self.closing:
+                self.tree_sent = html
+                await self.send(text_data=html)
+
+    async def disconnect(self, code: int) -> None:
+        for task in list(getattr(self, "_tree_tasks", ())):
+            task.cancel()
+        await super().disconnect(code)
 
     async def access_kept(self) -> None:
         # A member made viewer (or back) gets the matching controls with the next frame.

@@ -35,6 +35,7 @@ conversation_urls = [
     path("interrupt", run_control_views.conversation_interrupt, name="conversation-interrupt"),
     path("resume", run_control_views.conversation_resume, name="conversation-resume"),
     path("close", run_control_views.conversation_close, name="conversation-close"),
+    path("stop", run_control_views.conversation_stop, name="conversation-stop"),
     # The side panel's tabs (canvas.panels, canvas.panel_views).
     path("panels/changes/diff", panel_views.conversation_diff, name="conversation-panel-diff"),
     path("panels/<slug:name>", panel_views.conversation_panel, name="conversation-panel"),

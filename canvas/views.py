@@ -24,12 +24,14 @@ from django_htmx.http import HttpResponseClientRedirect
 from common.errors import ServiceError
 from conversations import store
 from conversations.models import Conversation
+from conversations.tree import ancestors, with_children_count
 from orchestration import services
 from orchestration.chain.workers import host_awaited
 from orchestration.control import approvals
 from teams.permissions import role_allows, team_role
 
 from .access import Action, conversation_for, conversations_visible_to, http_errors
+from .agent_tree import agent_tree_context
 from .event_rows import ApprovalCard, approval_card, event_row, last_status, status_label
 from .forms import KNOWN_MODELS, ConversationCreateForm, MessageForm
 from .panels import panel_list
@@ -85,10 +87,13 @@ def _pending_cards(conversation: Conversation) -> list[ApprovalCard]:
 def _list_context(request: HttpRequest) -> dict[str, Any]:
     ctx = team_context(request)
     team_id = ctx.current_team.pk if ctx.current_team else None
+    # Top level only: a sub-agent is reached from its parent's Agents section (or the
+    # sidebar's Sub-agents filter), and each row says how many it spawned.
+    rows = conversations_visible_to(request.user, team_id).filter(
+        archived_at__isnull=True, parent__isnull=True
+    )
     return {
-        "conversations": conversations_visible_to(request.user, team_id).filter(
-            archived_at__isnull=True
-        )[:LIST_LIMIT],
+        "conversations": with_children_count(rows)[:LIST_LIMIT],
         # With no team yet the first conversation creates a personal one, so it may start.
         "can_create": ctx.current_team is None or ctx.can_act,
     }
@@ -149,6 +154,8 @@ def conversation_detail(request: HttpRequest, conversation_id: uuid.UUID) -> Htt
     context |= {"rows": rows, "message_form": MessageForm(), "cards": _pending_cards(conversation)}
     context["awaited_host"] = host_awaited(status=status, worker_host=conversation.worker_host)
     context["panels"] = panel_list()
+    context["ancestors"] = ancestors(conversation.pk) if conversation.parent_id else []
+    context |= agent_tree_context(conversation.pk)
     context |= sidebar_context(request, current_id=str(conversation.pk))
     return render(request, DETAIL_TEMPLATE, context)
 

@@ -1,4 +1,5 @@
-"""The agent tree: a conversation's sub-agent conversations, nested, and its path of parents.
+"""The agent tree: a conversation's sub-agent conversations, nested, its path of parents, and
+how many sub-agents each row of a list spawned.
 
 Read-only, plain ORM queries over `Conversation.parent` (indexed). Reads go level by level
 with `parent__in`, so their cost is one query per depth level however many nodes a level
@@ -14,6 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 
 from .events import Status
 from .models import Conversation
@@ -63,6 +67,11 @@ class TreeNode:
     def active(self) -> bool:
         return self.status in ACTIVE
 
+    @property
+    def subtree_active(self) -> bool:
+        """It or one of its descendants may still change: a Stop on it has work to do."""
+        return self.active or any_active(self.children)
+
 
 def _node(row: dict) -> TreeNode:
     row = dict(row)
@@ -102,6 +111,22 @@ def subtree(root_id: uuid.UUID | str, *, max_nodes: int = MAX_NODES) -> list[Tre
     return top
 
 
+def with_children_count(rows: QuerySet[Conversation]) -> QuerySet[Conversation]:
+    """`rows` with `children_count`: how many sub-agents each spawned directly. A correlated
+    subquery on the parent index, not a JOIN with COUNT: the visibility filter already joins
+    memberships, and counting over two joins would multiply."""
+    count = (
+        Conversation.objects.filter(parent=OuterRef("pk"))
+        .order_by()
+        .values("parent")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return rows.annotate(
+        children_count=Coalesce(Subquery(count, output_field=IntegerField()), Value(0))
+    )
+
+
 def ancestors(conversation_id: uuid.UUID | str) -> list[tuple[uuid.UUID, str]]:
     """The conversation's parent, its parent's parent, ... as (id, title or name), the
     top-level conversation first; [] for a top-level one. One query per level."""
@@ -123,9 +148,8 @@ def ancestor_paths(
     for _ in range(MAX_ANCESTORS):
         wanted = {p for p in heads.values() if p not in seen}
         if wanted:
-            for pk, parent_id, title, name in Conversation.objects.filter(
-                pk__in=wanted
-            ).values_list("pk", "parent_id", "title", "name"):
+            rows = Conversation.objects.filter(pk__in=wanted).order_by()
+            for pk, parent_id, title, name in rows.values_list("pk", "parent_id", "title", "name"):
                 seen[pk] = (parent_id, title or name)
         for key, head in list(heads.items()):
             if head not in seen:  # deleted under us: the path ends here

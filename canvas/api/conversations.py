@@ -1,4 +1,4 @@
-"""Conversations: create, list, read events, message, pause, run."""
+"""Conversations: create, list, read events, message, pause, run, stop; their sub-agents."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from conversations.events import Decision
 from conversations.events import Status as RunStatus
 from conversations.models import Conversation
 from conversations.search import ConversationFilter, conversations_matching
+from conversations.tree import children_of
 from orchestration import archive, erase, run_control, services
 from orchestration.control import approvals
 from teams.vocabulary import ConfirmationModeName, RiskName
@@ -138,6 +139,20 @@ class ConversationOut(Schema):
     updated_at: datetime
 
 
+class ChildOut(Schema):
+    id: uuid.UUID
+    name: str = Field(description="Its name among its siblings (delegate's tasks); may be empty.")
+    subagent_type: str = Field(description="The agent definition it runs (general, ...).")
+    status: str
+    steps: int
+    cost_usd: float
+    parent_action_id: str = Field(description="The parent's tool call that spawned it.")
+
+
+class ChildrenOut(Schema):
+    children: list[ChildOut]
+
+
 class MessageIn(Schema):
     text: Text(services.MAX_PROMPT_CHARS, min_length=1)
 
@@ -169,6 +184,15 @@ def _out(c: Conversation) -> dict[str, Any]:
         "created_at": c.created_at,
         "updated_at": c.updated_at,
     }
+
+
+def _conversation_id(name: str, given: str | None) -> uuid.UUID | None:
+    if given is None:
+        return None
+    try:
+        return uuid.UUID(given)
+    except ValueError:
+        raise InvalidInput(f"{name}: not a conversation id.") from None
 
 
 def _spec(given: WorkspaceIn | None) -> WorkspaceSpec | None:
@@ -217,14 +241,17 @@ def conversation_create(
 def conversation_list(
     request: HttpRequest, team: Id | None = None, limit: int = 100, offset: Offset = 0,
     q: Text(200) = "", status: RunStatus | None = None, owner: Literal["me", "anyone"] = "anyone",
-    model: Text(200) = "", archived: bool = False,
+    model: Text(200) = "", archived: bool = False, parent: Key | None = None,
+    top_level: bool = False,
 ):  # fmt: skip
     """Newest first. `q`: words in the title or any message; `owner=me`: the caller's own;
-    archived conversations only with `archived=true` (and then only those)."""
+    archived conversations only with `archived=true` (and then only those); `parent`: only
+    the sub-agents that conversation spawned; `top_level=true`: no sub-agents at all."""
     limit = max(1, min(limit, MAX_PAGE))
     chosen = ConversationFilter(
         text=q.strip(), status=status or "", owner_id=request.user.pk if owner == "me" else None,
-        model=model.strip(), archived=archived,
+        model=model.strip(), archived=archived, parent_id=_conversation_id("parent", parent),
+        top_level=top_level,
     )  # fmt: skip
     rows = conversations_matching(conversations_visible_to(request.user, team), chosen)
     rows = rows.order_by("-created_at")
@@ -235,6 +262,26 @@ def conversation_list(
 @router.get("/{conversation_id}", response={200: ConversationOut, **ERRORS})
 def conversation_get(request: HttpRequest, conversation_id: Key):
     return _out(conversation_for(request.user, conversation_id, Action.VIEW))
+
+
+@router.get("/{conversation_id}/children", response={200: ChildrenOut, **ERRORS})
+def conversation_children(request: HttpRequest, conversation_id: Key):
+    """The sub-agents it spawned directly, oldest first (their own: ask each of them)."""
+    conversation = conversation_for(request.user, conversation_id, Action.VIEW)
+    return {
+        "children": [
+            {
+                "id": c.id,
+                "name": c.name,
+                "subagent_type": c.subagent_type,
+                "status": c.status,
+                "steps": c.steps,
+                "cost_usd": float(c.cost_usd),
+                "parent_action_id": c.parent_action_id,
+            }  # fmt: skip
+            for c in children_of(conversation.pk)
+        ]
+    }
 
 
 @router.patch("/{conversation_id}", response={200: ConversationOut, **ERRORS})
@@ -373,6 +420,15 @@ def conversation_interrupt(request: HttpRequest, conversation_id: Key):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
     run_control.conversation_interrupt(conversation_id=conversation.pk, by=request.user)
     return {"status": "paused"}
+
+
+@router.post("/{conversation_id}/stop", response={200: dict, **ERRORS})
+def conversation_stop(request: HttpRequest, conversation_id: Key):
+    """Interrupt it and every sub-agent under it that is still active; 409 when nothing in
+    that subtree is. Each can be resumed or messaged later, as after Interrupt."""
+    conversation = conversation_for(request.user, conversation_id, Action.ACT)
+    run_control.conversation_stop(conversation_id=conversation.pk, by=request.user)
+    return {"status": _status(conversation)}
 
 
 @router.post("/{conversation_id}/close", response={200: dict, **ERRORS})

@@ -60,7 +60,7 @@ def test_filter_from_a_query_ignores_what_it_does_not_know(user):
     chosen = ConversationFilter.from_query(
         {"q": "  hi ", "status": "bogus", "owner": "me", "archived": "1"}, user_id=user.pk
     )
-    assert chosen == ConversationFilter(text="hi", owner_id=user.pk, archived=True)
+    assert chosen == ConversationFilter(text="hi", owner_id=user.pk, archived=True, top_level=True)
 
 
 def test_a_running_conversation_is_not_archived(user, dispatched):
