@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, tuple[list[str], float]] = {
     "first_event": ([], 300.0),
     "sandbox_overhead": ([], 300.0),
     "redaction": ([], 300.0),
+    "subagents": ([], 600.0),
 }
 
 
@@ -187,6 +188,25 @@ def redaction_rows(r: dict[str, Any]) -> list[Row]:
     ]  # fmt: skip
 
 
+def subagent_rows(r: dict[str, Any]) -> list[Row]:
+    if "error" in r:
+        return [("sub-agents", r["error"], "", False)]
+    rows: list[Row] = []
+    for c in r["configs"]:
+        what = f"1 parent x {c['children']} children, {c['workers']} x {c['threads']} threads"
+        ratio = c["median_ratio"]
+        rows.append(
+            (f"{what}: median wall / ideal (s)",
+             f"{c['median_wall_s']} / {c['ideal_s']} ({ratio}x)", "<= 1.5x",
+             ratio is not None and ratio <= 1.5)
+        )  # fmt: skip
+        rows.append(
+            (f"{what}: parent and children FINISHED", str(c["all_finished"]), "True",
+             c["all_finished"])
+        )  # fmt: skip
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Smaller counts, for a smoke run.")
@@ -213,6 +233,7 @@ def main() -> None:
         ("first_event", first_event_rows),
         ("sandbox_overhead", sandbox_rows),
         ("redaction", redaction_rows),
+        ("subagents", subagent_rows),
     ):
         if name in results:
             rows.extend(make(results[name]))
