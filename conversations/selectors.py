@@ -131,11 +131,23 @@ def subagent_events(conversation_id) -> list[AnyEvent]:
     return events_where(conversation_id, Q(type__in=SUBAGENT_TYPES))
 
 
-def answer_events(conversation_id) -> list[AnyEvent]:
-    """What a child's answer is read from: its messages, finish results, errors and run ends."""
-    return events_where(
-        conversation_id,
-        Q(type__in=(event_tag(AgentMessageEvent), event_tag(AgentErrorEvent),
-                    event_tag(RunFinishedEvent)))
-        | Q(type=event_tag(ObservationEvent), payload__tool="finish"),
-    )  # fmt: skip
+ANSWER_MATCH = Q(
+    type__in=(event_tag(AgentMessageEvent), event_tag(AgentErrorEvent),
+              event_tag(RunFinishedEvent))
+) | Q(type=event_tag(ObservationEvent), payload__tool="finish")  # fmt: skip
+"""What a child's answer is read from: its messages, finish results, errors and run ends."""
+
+
+def answer_events(conversation_ids) -> dict[str, list[AnyEvent]]:
+    """ANSWER_MATCH's events of several conversations in one query: id -> events in log
+    order (an empty list for one that has none)."""
+    ids = [str(pk) for pk in conversation_ids]
+    found: dict[str, list[AnyEvent]] = {pk: [] for pk in ids}
+    rows = (
+        ConversationEvent.objects.filter(ANSWER_MATCH, conversation_id__in=ids)
+        .order_by("conversation_id", "seq")
+        .values_list("conversation_id", "type", "payload")
+    )
+    for conversation_id, type_, payload in rows:
+        found[str(conversation_id)].append(event_from_payload(type_, payload))
+    return found

@@ -111,7 +111,11 @@ def parent_settle(parent_id: str) -> bool:
             ):
                 waiting = True
                 continue
-            results = [_result(child, rows.get(child.conversation_id)) for child in spawn.children]
+            answers = answer_events(c.conversation_id for c in spawn.children)
+            results = [
+                _result(child, rows.get(child.conversation_id), answers[child.conversation_id])
+                for child in spawn.children
+            ]
             appended.append(
                 SubagentsSettledEvent(
                     tool_call_id=spawn.tool_call_id, round=spawn.round, results=results,
@@ -152,13 +156,13 @@ def _usage(rows: Iterable[dict]) -> Usage | None:
     return Usage(prompt_tokens=tokens_in, completion_tokens=tokens_out, cost_usd=float(cost))
 
 
-def _result(child: ChildSpawn, row: dict | None) -> ChildResult:
+def _result(child: ChildSpawn, row: dict | None, events: Sequence[AnyEvent]) -> ChildResult:
     if row is None:
         return ChildResult(
             conversation_id=child.conversation_id, name=child.name, key=child.key,
             status=DELETED, reason="the sub-agent's conversation was deleted",
         )  # fmt: skip
-    answer, reason = final_answer(answer_events(child.conversation_id))
+    answer, reason = final_answer(events)
     status = row["status"]
     if status == Status.PAUSED:
         reason = reason or "stopped by a person"

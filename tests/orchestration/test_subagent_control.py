@@ -271,3 +271,17 @@ def test_a_child_message_does_not_leak_into_the_parent_before_it_settles(dispatc
     run_only(dispatched, b.pk)
     assert row(parent).status == Status.RUNNING
     assert store.load(parent.pk)[-1].event.type == "status.changed"
+
+
+def test_settling_reads_a_fixed_number_of_queries_however_many_children(dispatched):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    counts = []
+    for names in (("a", "b"), ("a", "b", "c", "d", "e")):
+        parent, children = spawned(dispatched, names=names)
+        Conversation.objects.filter(parent=parent).update(status=Status.FINISHED)
+        with CaptureQueriesContext(connection) as queries:
+            assert settle.parent_settle(str(parent.pk))
+        counts.append(len(queries))
+    assert counts[0] == counts[1], counts
