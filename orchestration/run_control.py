@@ -155,13 +155,14 @@ def _after_change(conversation: Conversation) -> None:
     if conversation.parent_id is None:
         return
     from conversations.broadcast import publish_tree_changed
+    from conversations.tree import ancestors
 
     from .subagents.settle import child_ended
 
-    child_id, parent_id = str(conversation.pk), conversation.parent_id
+    child_id = str(conversation.pk)
 
     def tell() -> None:
-        publish_tree_changed([parent_id])
+        publish_tree_changed(pk for pk, _ in ancestors(child_id))
         try:
             child_ended(child_id)
         except Exception:  # the sweeper settles a waiting parent within a sweep period

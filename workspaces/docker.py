@@ -65,9 +65,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+import docker
 import docker.errors
 
-import docker
 from workspaces.base import (
     Cancel,
     CommandResult,

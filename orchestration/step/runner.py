@@ -33,6 +33,7 @@ from conversations.events import (
     is_llm_step,
 )
 from conversations.models import Conversation
+from conversations.tree import ancestors
 from conversations.view import unanswered_actions
 from teams.budget import spend_add
 from teams.policies import policy_for_team
@@ -81,23 +82,11 @@ UNSANDBOXED_MESSAGE = (
 NOTIFY_STATUSES = frozenset(
     {Status.WAITING_FOR_CONFIRMATION, Status.FINISHED, Status.ERROR, Status.STUCK}
 )
-MAX_ANCESTORS = 20
 
 
 def worker_identity() -> str:
     """Which worker process runs this: named in the run.finished events it writes."""
     return f"{settings.CANVAS_WORKER_HOST}:{os.getpid()}"
-
-
-def ancestors_of(parent_id) -> list[str]:
-    """A sub-agent's parent, grandparent, ...: whose pages show it in their agent tree."""
-    found: list[str] = []
-    while parent_id is not None and len(found) < MAX_ANCESTORS:
-        found.append(str(parent_id))
-        parent_id = (
-            Conversation.objects.filter(pk=parent_id).values_list("parent_id", flat=True).first()
-        )
-    return found
 
 
 class SliceRunner:
@@ -167,9 +156,9 @@ class SliceRunner:
         if self.parent_id is None:
             return
         if self._ancestors is None:
-            self._ancestors = ancestors_of(self.parent_id)
-        ancestors = self._ancestors
-        transaction.on_commit(lambda: publish_tree_changed(ancestors))
+            self._ancestors = [str(pk) for pk, _ in ancestors(self.conversation_id)]
+        ids = self._ancestors
+        transaction.on_commit(lambda: publish_tree_changed(ids))
 
     def end(self, status: Status, reason: str, *first: BaseEvent) -> None:
         """End the run; `first` (an error, a blocked message) goes in the same append."""

@@ -39,6 +39,7 @@ from conversations.events import (
 )
 from conversations.models import Conversation
 from conversations.selectors import answer_events, subagent_events
+from conversations.tree import ancestors
 
 from ..chain.dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
 from .results import observation_for
@@ -140,8 +141,10 @@ def parent_settle(parent_id: str) -> bool:
                 )
             )  # fmt: skip
         store.append(parent.pk, appended)
-        if parent.parent_id is not None:  # the grandparent's tree shows this node's stats
-            transaction.on_commit(lambda: publish_tree_changed([parent.parent_id]))
+        if parent.parent_id is not None:  # its ancestors' trees show this node's stats
+            transaction.on_commit(
+                lambda: publish_tree_changed(pk for pk, _ in ancestors(parent_id))
+            )
     return resume
 
 

@@ -15,9 +15,9 @@ from conversations.events import (
     RunFinishedEvent,
     RunStartedEvent,
     Status,
+    StatusChangeEvent,
     SubagentsSettledEvent,
     SubagentsSpawnedEvent,
-    StatusChangeEvent,
     SystemPromptEvent,
     UnknownEvent,
     Usage,
@@ -47,7 +47,8 @@ EXAMPLES = [
     RunStartedEvent(trigger="alice"),
     RunFinishedEvent(run_id="r", status=Status.ERROR, reason="model error"),
     SubagentsSpawnedEvent(
-        tool_call_id="c2", tool="delegate",
+        tool_call_id="c2",
+        tool="delegate",
         children=[{"conversation_id": "k1", "name": "a", "subagent_type": "general", "key": "a"}],
     ),
     SubagentsSettledEvent(
