@@ -26,6 +26,7 @@ from teams.permissions import Action, role_allows, team_role
 from workspaces.paths import team_area
 
 from .archive import ACTIVE
+from .run_control import descendants_locked
 from .workspace import workspace_of
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ def conversation_delete(*, conversation_id, by) -> None:
             raise Forbidden("only its owner or a team admin may delete a conversation.")
         if conversation.status in ACTIVE:
             raise Conflict("this conversation is still running: pause or finish it first.")
-        subtree = _descendants(conversation.pk)
+        subtree = descendants_locked(conversation.pk)
         if any(row.status in ACTIVE for row in subtree):
             raise Conflict("a sub-agent of this conversation is still running: stop it first.")
         for row in [*reversed(subtree), conversation]:
@@ -55,19 +56,6 @@ def conversation_delete(*, conversation_id, by) -> None:
         from .subagents.settle import parent_settle
 
         parent_settle(str(conversation.parent_id))
-
-
-def _descendants(conversation_id) -> list[Conversation]:
-    """Sub-agents at every depth, locked, parents before their children."""
-    found: list[Conversation] = []
-    level = [conversation_id]
-    while level:
-        rows = list(
-            Conversation.objects.select_for_update().filter(parent_id__in=level).order_by("pk")
-        )
-        found.extend(rows)
-        level = [row.pk for row in rows]
-    return found
 
 
 def _erase(conversation: Conversation) -> None:

@@ -104,10 +104,11 @@ def _running(conversation: Conversation) -> None:
         raise Conflict(f"the conversation is not running (it is {conversation.status}).")
 
 
-def _descendants(conversation: Conversation) -> list[Conversation]:
-    """Its sub-agents at every depth, locked level by level from the top."""
+def descendants_locked(conversation_id) -> list[Conversation]:
+    """Its sub-agents at every depth, locked level by level from the top (parents before
+    their children, the order every other lock here takes)."""
     found: list[Conversation] = []
-    level = [conversation.pk]
+    level = [conversation_id]
     while level:
         rows = list(
             Conversation.objects.select_for_update().filter(parent_id__in=level).order_by("pk")
@@ -143,7 +144,7 @@ def _subtree_end(
     """End the runs of its sub-agents in `statuses`; returns how many. Call after the
     conversation's own status is no longer active, so children paused with it do not settle."""
     count = 0
-    for child in _descendants(conversation):
+    for child in descendants_locked(conversation.pk):
         if child.status in statuses:
             _end_run(child, reason, finished_reason=finished_reason, interrupt=interrupt)
             count += 1
@@ -302,7 +303,7 @@ def conversation_close(*, conversation_id, by: AbstractBaseUser | None) -> None:
         if conversation.closed_at is not None:
             raise Conflict("the conversation is already closed.")
         reason = f"closed by {_name(by)}"
-        for row in [conversation, *_descendants(conversation)]:
+        for row in [conversation, *descendants_locked(conversation.pk)]:
             if row.closed_at is not None:
                 continue
             if row.status in ACTIVE:

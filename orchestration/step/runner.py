@@ -232,26 +232,31 @@ class SliceRunner:
     def _spawning_action(self, action: ActionEvent) -> bool:
         """A task, delegate or workflow call: spawn, wait, or record its result. The team's
         PreToolUse hooks judge it once, before anything was spawned for it."""
-        if not self.limits.tool_allowed(action.tool):
-            self.append([tool_refused(action.tool_call_id, action.tool)])
+        if not self.subagents.spawned(action) and not self._may_run(action):
             return True
-        if not self.subagents.spawned(action):
-            verdict = hook_points.pre_tool_use(
-                team_id=self.team_id, conversation_id=self.conversation_id, action=action,
-                arguments=action.parsed_arguments.as_object or {}, cwd=self.workspace_root,
-                hooks=self.hooks,
-            )  # fmt: skip
-            self._report_hook_failures(verdict)
-            if not verdict.allowed:
-                self.append(
-                    [rejected_observation(action, source="hook", by=verdict.hook,
-                                          reason=verdict.reason)]
-                )  # fmt: skip
-                return True
         observation = self.subagents.run(action)
         if observation is not None:
             self.append([observation])
         return True
+
+    def _may_run(self, action: ActionEvent) -> bool:
+        """The policy and the team's PreToolUse hooks let the action run; otherwise its
+        refusal is appended as its result."""
+        if not self.limits.tool_allowed(action.tool):
+            self.append([tool_refused(action.tool_call_id, action.tool)])
+            return False
+        verdict = hook_points.pre_tool_use(
+            team_id=self.team_id, conversation_id=self.conversation_id, action=action,
+            arguments=action.parsed_arguments.as_object or {}, cwd=self.workspace_root,
+            hooks=self.hooks,
+        )  # fmt: skip
+        self._report_hook_failures(verdict)
+        if not verdict.allowed:
+            self.append(
+                [rejected_observation(action, source="hook", by=verdict.hook,
+                                      reason=verdict.reason)]
+            )  # fmt: skip
+        return verdict.allowed
 
     def _fill(self) -> bool:
         """The workspace's git source, once; False when it failed (the run ended ERROR)."""
@@ -269,23 +274,7 @@ class SliceRunner:
         """Run one action through policy, hooks and the tool; False when a finish was asked."""
         if is_spawning(action) and action.tool in self.tools:
             return self._spawning_action(action)
-        if not self.limits.tool_allowed(action.tool):
-            self.append([tool_refused(action.tool_call_id, action.tool)])
-            return True
-        verdict = hook_points.pre_tool_use(
-            team_id=self.team_id, conversation_id=self.conversation_id, action=action,
-            arguments=action.parsed_arguments.as_object or {}, cwd=self.workspace_root,
-            hooks=self.hooks,
-        )  # fmt: skip
-        self._report_hook_failures(verdict)
-        if not verdict.allowed:
-            self.append(
-                [
-                    rejected_observation(
-                        action, source="hook", by=verdict.hook, reason=verdict.reason
-                    )
-                ]
-            )
+        if not self._may_run(action):
             return True
         outcome = execute_action(action, self.tools, self.ctx)
         observation = outcome.observation
