@@ -37,7 +37,7 @@ from conversations.view import unanswered_actions
 
 from ..step.history import history_refresh
 from ..step.loop import parse_arguments
-from ..tools.base import Tool, ToolArgs
+from ..tools.base import Tool
 from .definitions import SPAWNING_TOOLS, Catalog, available_definitions
 from .results import failure_text, observation_for
 from .settle import parent_settle, unsettled_rounds
@@ -231,6 +231,3 @@ def _error(action: ActionEvent, message: str) -> ObservationEvent:
     return ObservationEvent(
         tool_call_id=action.tool_call_id, tool=action.tool, content=message, is_error=True
     )
-
-
-__all__ = ["ParentSide", "ToolArgs", "is_spawning", "pending_spawning"]
