@@ -1,0 +1,297 @@
+"""Our side of ACP: the `acp.Client` an external agent talks to (`AcpSession` in `session`
+drives it).
+
+The client serves the agent's file system and terminal requests from one workspace root and
+nothing else: paths are resolved through symlinks and refused when they land outside the root
+or contain `..`; terminals run through the sandbox launcher (see `terminals`). `session/update`
+notifications are kept raw (the SDK's typed update models) in arrival order per session id;
+updates for a session id not yet returned by `session/new` are held back and delivered, in
+order, once it is. Permission requests go to the caller's callback; without one, or when the
+turn is cancelled, the answer is `cancelled`. Translation into our events is not done here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import uuid
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from acp import RequestError
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    CreateTerminalResponse,
+    DeniedOutcome,
+    EnvVariable,
+    FileSystemCapabilities,
+    Implementation,
+    KillTerminalResponse,
+    PermissionOption,
+    ReadTextFileResponse,
+    ReleaseTerminalResponse,
+    RequestPermissionResponse,
+    TerminalExitStatus,
+    TerminalOutputResponse,
+    ToolCallUpdate,
+    WaitForTerminalExitResponse,
+    WriteTextFileResponse,
+)
+
+from acp_bridge.terminals import Terminal
+from workspaces.base import WorkspacePathError, WorkspaceUnavailable
+from workspaces.browse import parts_of
+
+logger = logging.getLogger(__name__)
+
+SessionUpdate = Any
+"""One of the SDK's typed `session/update` payloads (AgentMessageChunk, ToolCallStart, ...)."""
+UpdateCallback = Callable[[str, SessionUpdate], None]
+"""Called synchronously in arrival order; an async consumer should put onto its own queue."""
+PermissionCallback = Callable[[str, ToolCallUpdate, list[PermissionOption]], Awaitable[str | None]]
+"""Returns the chosen option id, or None for cancelled."""
+
+CLIENT_CAPABILITIES = ClientCapabilities(
+    fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True
+)
+MAX_TERMINALS = 32
+"""Open terminals per agent: each holds a sandboxed process and its output in memory."""
+CLIENT_INFO = Implementation(name="agent-canvas", title="Agent Canvas", version="0.1.0")
+
+
+def resolve_inside(root: Path, path: str) -> Path:
+    """The real path of `path` (absolute, as ACP sends it, or relative to `root`) when it stays
+    inside `root` after following symlinks; WorkspacePathError otherwise, or on any `..`."""
+    if "\0" in path:
+        raise WorkspacePathError("path contains a NUL byte")
+    if os.path.isabs(path):
+        if ".." in path.split("/"):
+            raise WorkspacePathError(f"path {path!r} may not contain '..'")
+        joined = path
+    else:
+        joined = os.path.join(root, *parts_of(path))
+    real = Path(os.path.realpath(joined))
+    if not real.is_relative_to(root):
+        raise WorkspacePathError(f"path {path!r} is outside the workspace ({root})")
+    return real
+
+
+def _refuse(exc: Exception) -> RequestError:
+    return RequestError.invalid_params({"details": str(exc)})
+
+
+class WorkspaceClient:
+    """Implements `acp.Client` for one agent process over one workspace root."""
+
+    def __init__(
+        self,
+        *,
+        root: Path,
+        on_update: UpdateCallback | None = None,
+        on_permission: PermissionCallback | None = None,
+    ) -> None:
+        self.root = Path(os.path.realpath(root))
+        self._on_update = on_update
+        self._on_permission = on_permission
+        self.updates: dict[str, list[SessionUpdate]] = defaultdict(list)
+        """Every update received, per session id, in arrival order (buffered ones included)."""
+        self._known: set[str] = set()
+        self._held: dict[str, list[SessionUpdate]] = defaultdict(list)
+        self._terminals: dict[str, Terminal] = {}
+        self._cancelled: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def session_known(self, session_id: str) -> None:
+        """Mark `session_id` as ours and deliver what arrived for it before we knew it."""
+        self._known.add(session_id)
+        for update in self._held.pop(session_id, []):
+            self._deliver(session_id, update)
+
+    def turn_started(self, session_id: str) -> None:
+        self._cancelled[session_id].clear()
+
+    def turn_cancelled(self, session_id: str) -> None:
+        """Answer every open permission request of the session with `cancelled`."""
+        self._cancelled[session_id].set()
+
+    async def session_update(self, session_id: str, update: SessionUpdate, **kwargs: Any) -> None:
+        # No await before recording: the SDK starts one task per notification, in order, and
+        # each runs up to its first suspension, so this keeps arrival order.
+        self.updates[session_id].append(update)
+        if session_id in self._known:
+            self._deliver(session_id, update)
+        else:
+            self._held[session_id].append(update)
+
+    def _deliver(self, session_id: str, update: SessionUpdate) -> None:
+        if self._on_update is not None:
+            try:
+                self._on_update(session_id, update)
+            except Exception:
+                logger.exception("session update callback failed")
+
+    async def request_permission(
+        self,
+        session_id: str,
+        tool_call: ToolCallUpdate,
+        options: list[PermissionOption],
+        **kwargs: Any,
+    ) -> RequestPermissionResponse:
+        cancelled = RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        if self._on_permission is None:
+            return cancelled
+        asked = asyncio.ensure_future(self._on_permission(session_id, tool_call, options))
+        stop = asyncio.ensure_future(self._cancelled[session_id].wait())
+        try:
+            await asyncio.wait({asked, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if not asked.done():
+            asked.cancel()
+            return cancelled
+        try:
+            chosen = asked.result()
+        except Exception:
+            logger.exception("permission callback failed; answering cancelled")
+            return cancelled
+        if chosen is None or chosen not in {option.option_id for option in options}:
+            return cancelled
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=chosen)
+        )
+
+    # -- files -------------------------------------------------------------------------------
+
+    async def read_text_file(
+        self,
+        session_id: str,
+        path: str,
+        line: int | None = None,
+        limit: int | None = None,
+        **kwargs: Any,
+    ) -> ReadTextFileResponse:
+        try:
+            target = resolve_inside(self.root, path)
+            text = await asyncio.to_thread(target.read_text, encoding="utf-8", errors="replace")
+        except WorkspacePathError as exc:
+            raise _refuse(exc) from None
+        except FileNotFoundError:
+            raise RequestError.resource_not_found(path) from None
+        except OSError as exc:
+            raise RequestError.internal_error({"details": f"{path}: {exc.strerror}"}) from None
+        if line is None and limit is None:
+            return ReadTextFileResponse(content=text)
+        lines = text.splitlines(keepends=True)
+        start = max((line or 1) - 1, 0)
+        end = None if limit is None else start + max(limit, 0)
+        return ReadTextFileResponse(content="".join(lines[start:end]))
+
+    async def write_text_file(
+        self, session_id: str, path: str, content: str, **kwargs: Any
+    ) -> WriteTextFileResponse:
+        try:
+            target = resolve_inside(self.root, path)
+            await asyncio.to_thread(_write, target, content)
+        except WorkspacePathError as exc:
+            raise _refuse(exc) from None
+        except OSError as exc:
+            raise RequestError.internal_error({"details": f"{path}: {exc.strerror}"}) from None
+        return WriteTextFileResponse()
+
+    # -- terminals ---------------------------------------------------------------------------
+
+    async def create_terminal(
+        self,
+        session_id: str,
+        command: str,
+        args: list[str] | None = None,
+        env: list[EnvVariable] | None = None,
+        cwd: str | None = None,
+        output_byte_limit: int | None = None,
+        **kwargs: Any,
+    ) -> CreateTerminalResponse:
+        try:
+            start_dir = resolve_inside(self.root, cwd) if cwd else self.root
+        except WorkspacePathError as exc:
+            raise _refuse(exc) from None
+        if len(self._terminals) >= MAX_TERMINALS:
+            raise RequestError.invalid_params(
+                {"details": f"at most {MAX_TERMINALS} open terminals; release one first"}
+            )
+        try:
+            terminal = await Terminal.start(
+                command=command,
+                args=args or [],
+                env={variable.name: variable.value for variable in env or []},
+                cwd=start_dir,
+                root=self.root,
+                output_byte_limit=output_byte_limit,
+            )
+        except (WorkspaceUnavailable, OSError) as exc:
+            raise RequestError.internal_error({"details": str(exc)}) from None
+        terminal_id = f"term-{uuid.uuid4().hex[:12]}"
+        self._terminals[terminal_id] = terminal
+        return CreateTerminalResponse(terminal_id=terminal_id)
+
+    def _terminal(self, terminal_id: str) -> Terminal:
+        try:
+            return self._terminals[terminal_id]
+        except KeyError:
+            raise RequestError.invalid_params({"details": f"no terminal {terminal_id}"}) from None
+
+    async def terminal_output(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> TerminalOutputResponse:
+        text, truncated, status = self._terminal(terminal_id).output()
+        exit_status = (
+            None
+            if status is None
+            else TerminalExitStatus(exit_code=status.exit_code, signal=status.signal)
+        )
+        return TerminalOutputResponse(output=text, truncated=truncated, exit_status=exit_status)
+
+    async def wait_for_terminal_exit(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> WaitForTerminalExitResponse:
+        status = await self._terminal(terminal_id).wait()
+        return WaitForTerminalExitResponse(exit_code=status.exit_code, signal=status.signal)
+
+    async def kill_terminal(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> KillTerminalResponse:
+        self._terminal(terminal_id).kill()
+        return KillTerminalResponse()
+
+    async def release_terminal(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> ReleaseTerminalResponse:
+        terminal = self._terminals.pop(terminal_id, None)
+        if terminal is not None:
+            await terminal.release()
+        return ReleaseTerminalResponse()
+
+    async def aclose(self) -> None:
+        """Kill every terminal the agent left open."""
+        terminals, self._terminals = list(self._terminals.values()), {}
+        for terminal in terminals:
+            with contextlib.suppress(Exception):
+                await terminal.release()
+
+    def on_connect(self, conn: Any) -> None:
+        """The SDK hands us the agent proxy; AcpSession keeps it instead."""
+
+
+def _write(target: Path, content: str) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # O_NOFOLLOW: a link planted after resolve_inside checked the path is not written through.
+    fd = os.open(
+        target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+    )
+    with open(fd, "w", encoding="utf-8", newline="") as f:
+        f.write(content)

@@ -1,0 +1,185 @@
+"""A real ACP agent for the bridge's tests, written with the SDK's agent side.
+
+Run as `python tests/acp_bridge/agent_fixture.py`. The prompt text is a command; the agent
+answers with message chunks (JSON where a test needs to read a result):
+
+    stream                      message and thought chunks, a tool call and its update, a plan
+    env                         the sorted keys of its os.environ
+    read PATH [LINE LIMIT]      fs/read_text_file
+    write PATH TEXT...          fs/write_text_file
+    terminal LIMIT CMD ARG...   terminal/create, wait_for_exit, output, release
+    permission                  session/request_permission, reports the outcome
+    crash                       os._exit(3) after a line on stderr
+    garbage                     a non-JSON line on stdout
+    hang                        starts a child `sleep` in its group, then never answers
+    wait                        answers `cancelled` once session/cancel arrives
+    ignore-cancel               never answers, even after session/cancel
+    big N                       one message chunk of N characters
+
+`new_session` sends an available-commands update before its answer, so a client sees an update
+for a session id it does not know yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+import acp
+from acp import helpers
+from acp.schema import (
+    AvailableCommand,
+    EnvVariable,
+    InitializeResponse,
+    NewSessionResponse,
+    PermissionOption,
+    PromptResponse,
+    ToolCallUpdate,
+)
+
+
+class FixtureAgent:
+    def __init__(self) -> None:
+        self._conn: Any = None
+        self._cancelled: dict[str, asyncio.Event] = {}
+
+    def on_connect(self, conn: Any) -> None:
+        self._conn = conn
+
+    async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+        return InitializeResponse(protocol_version=acp.PROTOCOL_VERSION)
+
+    async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+        session_id = f"sess-{uuid.uuid4().hex[:8]}"
+        self._cancelled[session_id] = asyncio.Event()
+        await self._conn.session_update(
+            session_id,
+            helpers.update_available_commands(
+                [AvailableCommand(name="stream", description="stream every update kind")]
+            ),
+        )
+        return NewSessionResponse(session_id=session_id)
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        self._cancelled[session_id].set()
+
+    async def _say(self, session_id: str, text: str) -> None:
+        await self._conn.session_update(session_id, helpers.update_agent_message_text(text))
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        text = "".join(getattr(block, "text", "") for block in prompt)
+        name, _, rest = text.partition(" ")
+        self._cancelled[session_id].clear()
+        result = await getattr(self, "_do_" + name.replace("-", "_"))(session_id, rest)
+        return PromptResponse(stop_reason=result or "end_turn")
+
+    async def _do_stream(self, session_id: str, rest: str) -> None:
+        say = self._conn.session_update
+        await say(session_id, helpers.update_agent_thought_text("thinking"))
+        for word in ("one ", "two ", "three"):
+            await say(session_id, helpers.update_agent_message_text(word))
+        await say(session_id, helpers.start_tool_call("call-1", "Read notes", kind="read"))
+        await say(
+            session_id,
+            helpers.update_tool_call(
+                "call-1", status="completed", content=[helpers.tool_content(acp.text_block("ok"))]
+            ),
+        )
+        await say(
+            session_id,
+            helpers.update_plan(
+                [helpers.plan_entry("look"), helpers.plan_entry("fix", status="in_progress")]
+            ),
+        )
+
+    async def _do_env(self, session_id: str, rest: str) -> None:
+        await self._say(session_id, json.dumps(sorted(os.environ)))
+
+    async def _do_read(self, session_id: str, rest: str) -> None:
+        path, *numbers = rest.split(" ")
+        line, limit = (int(numbers[0]), int(numbers[1])) if numbers else (None, None)
+        try:
+            response = await self._conn.read_text_file(
+                session_id=session_id, path=path, line=line, limit=limit
+            )
+            await self._say(session_id, json.dumps({"content": response.content}))
+        except acp.RequestError as exc:
+            await self._say(session_id, json.dumps({"error": exc.code, "data": exc.data}))
+
+    async def _do_write(self, session_id: str, rest: str) -> None:
+        path, _, content = rest.partition(" ")
+        try:
+            await self._conn.write_text_file(session_id=session_id, path=path, content=content)
+            await self._say(session_id, json.dumps({"ok": True}))
+        except acp.RequestError as exc:
+            await self._say(session_id, json.dumps({"error": exc.code, "data": exc.data}))
+
+    async def _do_terminal(self, session_id: str, rest: str) -> None:
+        limit, command, *args = rest.split(" ")
+        created = await self._conn.create_terminal(
+            session_id=session_id,
+            command=command,
+            args=args,
+            env=[EnvVariable(name="FIXTURE_VAR", value="from-agent")],
+            output_byte_limit=int(limit),
+        )
+        exited = await self._conn.wait_for_terminal_exit(
+            session_id=session_id, terminal_id=created.terminal_id
+        )
+        output = await self._conn.terminal_output(
+            session_id=session_id, terminal_id=created.terminal_id
+        )
+        await self._conn.release_terminal(session_id=session_id, terminal_id=created.terminal_id)
+        report = {
+            "output": output.output,
+            "truncated": output.truncated,
+            "exit_code": exited.exit_code,
+            "status_code": output.exit_status.exit_code if output.exit_status else None,
+        }
+        await self._say(session_id, json.dumps(report))
+
+    async def _do_permission(self, session_id: str, rest: str) -> None:
+        response = await self._conn.request_permission(
+            session_id=session_id,
+            tool_call=ToolCallUpdate(tool_call_id="call-9", title="Run rm", kind="execute"),
+            options=[
+                PermissionOption(option_id="allow-1", name="Allow once", kind="allow_once"),
+                PermissionOption(option_id="reject-1", name="Reject", kind="reject_once"),
+            ],
+        )
+        outcome = response.outcome
+        chosen = getattr(outcome, "option_id", None)
+        await self._say(session_id, json.dumps({"outcome": outcome.outcome, "option_id": chosen}))
+
+    async def _do_crash(self, session_id: str, rest: str) -> None:
+        sys.stderr.write("fixture: about to crash, token=sekrit-123\n")
+        sys.stderr.flush()
+        os._exit(3)
+
+    async def _do_garbage(self, session_id: str, rest: str) -> None:
+        os.write(1, b"this is not json\n")
+        await asyncio.sleep(3600)
+
+    async def _do_hang(self, session_id: str, rest: str) -> None:
+        child = subprocess.Popen(["sleep", "600"])  # stays in our process group
+        await self._say(session_id, json.dumps({"child": child.pid}))
+        await asyncio.sleep(3600)
+
+    async def _do_wait(self, session_id: str, rest: str) -> str:
+        await self._cancelled[session_id].wait()
+        return "cancelled"
+
+    async def _do_ignore_cancel(self, session_id: str, rest: str) -> None:
+        await asyncio.sleep(3600)
+
+    async def _do_big(self, session_id: str, rest: str) -> None:
+        await self._say(session_id, "x" * int(rest))
+
+
+if __name__ == "__main__":
+    asyncio.run(acp.run_agent(FixtureAgent()))

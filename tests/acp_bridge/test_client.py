@@ -1,0 +1,336 @@
+"""The ACP client and agent lifecycle against a real agent process (agent_fixture.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp.schema import (
+    AgentMessageChunk,
+    AgentPlanUpdate,
+    AgentThoughtChunk,
+    AvailableCommandsUpdate,
+    ToolCallProgress,
+    ToolCallStart,
+)
+
+from acp_bridge.client import resolve_inside
+from acp_bridge.process import AgentCrashed, AgentProtocolError, AgentTimeout
+from acp_bridge.session import AcpSession
+from acp_bridge.terminals import truncate_front
+from workspaces.base import WorkspacePathError
+
+AGENT = str(Path(__file__).with_name("agent_fixture.py"))
+AGENT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "FIXTURE_TOKEN": "given"}
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_gone(pid: int, *, group: bool, seconds: float = 5.0) -> bool:
+    """True once the process (group) is gone or only a zombie awaiting its reaper."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if group and not group_alive(pid):
+            return True
+        if not group:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except FileNotFoundError:
+                return True
+            if state == "Z":
+                return True
+        time.sleep(0.02)
+    return False
+
+
+def texts(updates: list[Any]) -> list[str]:
+    return [u.content.text for u in updates if isinstance(u, AgentMessageChunk)]
+
+
+def last_json(session: AcpSession) -> Any:
+    return json.loads(texts(session.updates())[-1])
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root
+
+
+def start(workspace: Path, **kwargs: Any):
+    kwargs.setdefault("timeout", 20.0)
+    return AcpSession.start(sys.executable, [AGENT], env=AGENT_ENV, cwd=workspace, **kwargs)
+
+
+async def test_updates_arrive_in_order_and_early_ones_are_buffered(workspace) -> None:
+    seen: list[tuple[str, Any]] = []
+    async with start(workspace, on_update=lambda sid, u: seen.append((sid, u))) as s:
+        assert s.initialize_response.protocol_version == 1
+        session_id = await s.new_session()
+        # Sent before session/new answered: held, then delivered once the id was known.
+        assert [type(u) for _, u in seen] == [AvailableCommandsUpdate]
+        result = await s.prompt("stream")
+        assert result.stop_reason == "end_turn"
+        kinds = [type(u) for u in s.updates()]
+        assert kinds == [
+            AvailableCommandsUpdate,
+            AgentThoughtChunk,
+            AgentMessageChunk,
+            AgentMessageChunk,
+            AgentMessageChunk,
+            ToolCallStart,
+            ToolCallProgress,
+            AgentPlanUpdate,
+        ]
+        assert texts(s.updates()) == ["one ", "two ", "three"]
+        assert [u for _, u in seen] == s.updates()
+        assert {sid for sid, _ in seen} == {session_id}
+        assert s.updates()[6].status == "completed"
+        assert [e.content for e in s.updates()[7].entries] == ["look", "fix"]
+        pgid = s.process.pgid
+    assert wait_gone(pgid, group=True)
+
+
+async def test_read_with_line_and_limit(workspace) -> None:
+    (workspace / "notes.txt").write_text("a\nb\nc\nd\n")
+    async with start(workspace) as s:
+        await s.new_session()
+        await s.prompt(f"read {workspace / 'notes.txt'} 2 2")
+        assert last_json(s) == {"content": "b\nc\n"}
+        await s.prompt(f"read {workspace / 'notes.txt'}")
+        assert last_json(s) == {"content": "a\nb\nc\nd\n"}
+        await s.prompt(f"read {workspace / 'missing.txt'}")
+        assert last_json(s)["error"] == -32002
+
+
+async def test_write_inside_works_and_outside_is_refused(workspace, tmp_path) -> None:
+    outside = tmp_path / "outside.txt"
+    (workspace / "link").symlink_to(tmp_path)
+    async with start(workspace) as s:
+        await s.new_session()
+        await s.prompt(f"write {workspace / 'sub/new.txt'} hello there")
+        assert last_json(s) == {"ok": True}
+        assert (workspace / "sub/new.txt").read_text() == "hello there"
+        for path in (outside, workspace / ".." / "outside.txt", workspace / "link/outside.txt"):
+            await s.prompt(f"write {path} nope")
+            reply = last_json(s)
+            assert reply["error"] == -32602, path
+            assert "workspace" in reply["data"]["details"] or ".." in reply["data"]["details"]
+        await s.prompt("read /etc/hostname")
+        assert last_json(s)["error"] == -32602
+    assert not outside.exists()
+
+
+def test_resolve_inside(tmp_path) -> None:
+    root = tmp_path.resolve()
+    (root / "d").mkdir()
+    assert resolve_inside(root, str(root / "d/x")) == root / "d/x"
+    assert resolve_inside(root, "d/x") == root / "d/x"
+    for bad in ("../x", "/etc/passwd", f"{root}/d/../x", "a\0b"):
+        with pytest.raises(WorkspacePathError):
+            resolve_inside(root, bad)
+
+
+def test_truncate_front_keeps_the_end_on_a_character_boundary() -> None:
+    data = "aé€😀".encode()  # 1 + 2 + 3 + 4 bytes
+    assert truncate_front(data, 100) == ("aé€😀", False)
+    assert truncate_front(data, 4) == ("😀", True)
+    assert truncate_front(data, 6) == ("😀", True)  # cut inside € drops its tail bytes
+    assert truncate_front(data, 7) == ("€😀", True)
+    assert truncate_front(data, 3) == ("", True)
+    assert truncate_front(data, 0) == ("", True)
+
+
+async def test_terminal_runs_sandboxed_and_output_is_cut_from_the_front(workspace) -> None:
+    async with start(workspace) as s:
+        await s.new_session()
+        await s.prompt("terminal 7 printf ééééé")  # 10 bytes, limit 7: cut inside an é
+        assert last_json(s) == {
+            "output": "ééé",
+            "truncated": True,
+            "exit_code": 0,
+            "status_code": 0,
+        }
+        await s.prompt("terminal 100000 env")
+        report = last_json(s)
+        env = dict(line.split("=", 1) for line in report["output"].splitlines())
+        assert env["FIXTURE_VAR"] == "from-agent"
+        assert not {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "FIXTURE_TOKEN"} & env.keys()
+        await s.prompt("terminal 100 false")
+        assert last_json(s)["exit_code"] == 1
+
+
+async def test_permission_choice_reaches_the_agent(workspace) -> None:
+    asked: list[Any] = []
+
+    async def choose(session_id, tool_call, options):
+        asked.append((tool_call.title, [o.option_id for o in options]))
+        return next(o.option_id for o in options if o.kind == "allow_once")
+
+    async with start(workspace, on_permission=choose) as s:
+        await s.new_session()
+        await s.prompt("permission")
+        assert last_json(s) == {"outcome": "selected", "option_id": "allow-1"}
+    assert asked == [("Run rm", ["allow-1", "reject-1"])]
+
+
+async def test_permission_defaults_to_cancelled_and_unknown_ids_too(workspace) -> None:
+    async with start(workspace) as s:
+        await s.new_session()
+        await s.prompt("permission")
+        assert last_json(s) == {"outcome": "cancelled", "option_id": None}
+
+    async def made_up(*_):
+        return "allow-everything"
+
+    async with start(workspace, on_permission=made_up) as s:
+        await s.new_session()
+        await s.prompt("permission")
+        assert last_json(s)["outcome"] == "cancelled"
+
+
+async def test_cancel_answers_an_open_permission_request(workspace) -> None:
+    asked = asyncio.Event()
+
+    async def never(*_):
+        asked.set()
+        await asyncio.sleep(3600)
+
+    async with start(workspace, on_permission=never) as s:
+        await s.new_session()
+        turn = asyncio.create_task(s.prompt("permission"))
+        await asyncio.wait_for(asked.wait(), 10)
+        await s.cancel()
+        await asyncio.wait_for(turn, 10)
+        assert last_json(s)["outcome"] == "cancelled"
+
+
+async def test_cancel_ends_a_cooperative_turn(workspace) -> None:
+    async with start(workspace) as s:
+        await s.new_session()
+        turn = asyncio.create_task(s.prompt("wait"))
+        await asyncio.sleep(0.2)
+        await s.cancel()
+        assert (await asyncio.wait_for(turn, 10)).stop_reason == "cancelled"
+
+
+async def test_crash_raises_agent_crashed_with_exit_code_and_no_process_left(workspace) -> None:
+    async with start(workspace, redact=lambda t: t.replace("sekrit-123", "[redacted]")) as s:
+        await s.new_session()
+        pgid = s.process.pgid
+        with pytest.raises(AgentCrashed) as caught:
+            await s.prompt("crash")
+    assert caught.value.exit_code == 3
+    assert "exited with code 3" in str(caught.value)
+    assert any("about to crash" in line for line in caught.value.stderr_tail)
+    assert "sekrit-123" not in str(caught.value) and "[redacted]" in str(caught.value)
+    assert wait_gone(pgid, group=True)
+
+
+async def test_garbage_on_stdout_is_a_protocol_error(workspace) -> None:
+    async with start(workspace) as s:
+        await s.new_session()
+        pgid = s.process.pgid
+        with pytest.raises(AgentProtocolError, match="not json"):
+            await s.prompt("garbage")
+    assert wait_gone(pgid, group=True)
+
+
+@pytest.mark.parametrize("command", ["hang", "ignore-cancel"])
+async def test_a_hang_times_out_and_the_whole_group_is_killed(workspace, command) -> None:
+    async with start(workspace) as s:
+        await s.new_session()
+        pgid = s.process.pgid
+        if command == "ignore-cancel":
+            turn = asyncio.create_task(s.prompt(command, timeout=1.5))
+            await asyncio.sleep(0.2)
+            await s.cancel()
+        else:
+            turn = asyncio.create_task(s.prompt(command, timeout=1.5))
+        with pytest.raises(AgentTimeout):
+            await turn
+        child = last_json(s)["child"] if command == "hang" else None
+    assert wait_gone(pgid, group=True)
+    if child is not None:
+        assert wait_gone(child, group=False)
+
+
+async def test_a_three_megabyte_message_passes(workspace) -> None:
+    size = 3 * 1024 * 1024
+    async with start(workspace) as s:
+        await s.new_session()
+        await s.prompt(f"big {size}")
+        assert len(texts(s.updates())[-1]) == size
+
+
+async def test_a_message_over_the_limit_is_a_protocol_error(workspace) -> None:
+    async with start(workspace, message_limit=1024 * 1024) as s:
+        await s.new_session()
+        pgid = s.process.pgid
+        with pytest.raises(AgentProtocolError, match="larger than the 1048576 byte limit"):
+            await s.prompt(f"big {2 * 1024 * 1024}")
+    assert wait_gone(pgid, group=True)
+
+
+async def test_after_a_timeout_the_agent_stays_failed(workspace) -> None:
+    async with start(workspace) as s:
+        await s.new_session()
+        with pytest.raises(AgentTimeout):
+            await s.prompt("ignore-cancel", timeout=0.5)
+        with pytest.raises(AgentTimeout):
+            await s.prompt("stream")
+
+
+async def test_the_agent_sees_only_the_environment_it_was_given(workspace, monkeypatch) -> None:
+    monkeypatch.setenv("SECRET_KEY", "worker-secret")
+    monkeypatch.setenv("DATABASE_URL", "postgres://worker")
+    async with start(workspace) as s:
+        await s.new_session()
+        await s.prompt("env")
+        keys = set(last_json(s))
+    assert not {"DATABASE_URL", "REDIS_URL", "SECRET_KEY"} & keys
+    assert {"PATH", "FIXTURE_TOKEN"} <= keys
+
+
+async def test_a_command_that_does_not_exist_is_agent_crashed(workspace) -> None:
+    with pytest.raises(AgentCrashed, match="could not start"):
+        async with AcpSession.start("/nonexistent/agent", env={}, cwd=workspace):
+            pass
+
+
+def test_runs_on_its_own_loop_in_a_worker_thread(workspace) -> None:
+    """As a Celery task will: asyncio.run in a thread that is not the main one."""
+    outcome: dict[str, Any] = {}
+
+    async def turn() -> None:
+        async with start(workspace) as s:
+            await s.new_session()
+            outcome["stop"] = (await s.prompt("stream")).stop_reason
+            outcome["pgid"] = s.process.pgid
+
+    def run() -> None:
+        try:
+            asyncio.run(turn())
+        except BaseException as exc:  # noqa: BLE001 - reported to the test below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["stop"] == "end_turn"
+    assert wait_gone(outcome["pgid"], group=True)
