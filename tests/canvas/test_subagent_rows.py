@@ -48,3 +48,29 @@ def test_the_cli_lines_name_each_child_and_how_it_ended():
     )
     assert event_line(7, spawned) == "#7 subagents.spawned delegate: a (0b1c2d3e)"
     assert event_line(9, settled) == "#9 subagents.settled a error"
+
+
+def test_a_parent_waiting_for_its_sub_agents_can_be_paused_and_interrupted(
+    browser, user, dispatched
+):
+    from orchestration.chain.slices import run_slice
+
+    child = script({"tool": "finish", "args": {"message": "later"}})
+    parent = services.conversation_create(
+        owner=user, model="scripted",
+        prompt=script({"tool": "task", "args": {"prompt": child}}, {"say": "done"}),
+    )  # fmt: skip
+    mine = [d for d in dispatched if d[0] == str(parent.pk)]
+    dispatched.remove(mine[0])
+    assert run_slice(*mine[0]) is None
+    assert Conversation.objects.get(pk=parent.pk).status == "waiting_for_subagents"
+    page = browser.get(reverse("conversation-detail", args=[parent.pk])).content.decode()
+    controls = page[page.index('id="controls"') :]
+    controls = controls[: controls.index("</div>")]
+    assert "Interrupt" in controls
+    assert 'title="Stop after the step in flight"\n            >Pause' in controls or (
+        "disabled" not in controls[: controls.index(">Pause<")]
+    )
+    answer = browser.post(reverse("conversation-pause", args=[parent.pk]), HTTP_HX_REQUEST="true")
+    assert answer.status_code == 200
+    assert {c.status for c in Conversation.objects.filter(parent=parent)} == {"paused"}
