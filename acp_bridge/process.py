@@ -12,6 +12,11 @@ skips lines that are not JSON; the pump does not: a garbage line, or a message l
 `MESSAGE_LIMIT_BYTES`, ends the agent with AgentProtocolError. An agent that exits surfaces as
 AgentCrashed with its exit code and the last lines of its stderr (passed through `redact`), a
 call that runs past its deadline as AgentTimeout. In every case the whole group is killed.
+
+Not yet a boundary: the process starts as the worker's own user in the worker's PID
+namespace, where it could read /proc/<worker>/environ whatever environment it was given.
+Nothing runs it for a conversation yet; before anything does, it must start through
+workspaces.sandbox (bubblewrap) or inside the conversation's container, as terminals do.
 """
 
 from __future__ import annotations
