@@ -15,7 +15,16 @@ from django.urls import reverse
 from django.utils.text import slugify
 
 from conversations.models import Conversation
-from teams.models import AuditRecord, Hook, Membership, ModelProfile, Secret, Team, TeamAgent
+from teams.models import (
+    AcpAgentProfile,
+    AuditRecord,
+    Hook,
+    Membership,
+    ModelProfile,
+    Secret,
+    Team,
+    TeamAgent,
+)
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,7 @@ FINDERS: dict[str, Callable[[Team, set[str]], dict[str, AuditTarget]]] = {
     "profile": _named(ModelProfile, "team-profiles"),
     "hook": _named(Hook, "team-hooks"),
     "agent": _named(TeamAgent, "team-agents"),
+    "acp_agent": _named(AcpAgentProfile, "team-acp-agents", "#acp-agent-{}"),
 }
 """By the part of a record's kind before the dot."""
 

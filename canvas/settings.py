@@ -194,6 +194,21 @@ CANVAS_DOCKER_PIDS = int(os.environ.get("CANVAS_DOCKER_PIDS") or 512) or None
 # default: the worker's disk holds other teams' workspaces).
 CANVAS_GIT_REPOS = json.loads(os.environ.get("CANVAS_GIT_REPOS") or "{}")
 CANVAS_GIT_LOCAL_ROOTS = _env_list("CANVAS_GIT_LOCAL_ROOTS", "")
+# Site-wide ACP agent profiles (acp_bridge/profiles.py; issue 14): JSON {"NAME": {"command":
+# ..., "args": [...], "env": {"VAR": "text" or {"secret": "TEAM_SECRET"}}, "secrets": [...],
+# "default_mode", "idle_timeout_seconds", "turn_timeout_seconds"}}. Checked here, so a malformed
+# value stops the server at startup with an ImproperlyConfigured naming the key.
+
+
+def _acp_agents() -> dict:
+    from acp_bridge.profiles import site_profiles_parse
+
+    raw = os.environ.get("CANVAS_ACP_AGENTS") or ""
+    site_profiles_parse(raw)
+    return json.loads(raw) if raw.strip() else {}
+
+
+CANVAS_ACP_AGENTS = _acp_agents()
 # Recovery time: a dead runner's run continues at most lease + sweep seconds after its last
 # renewal, a lost slice message within two sweep periods; 10 + 5 puts every run back to work
 # within 15 s of Redis or Postgres returning (orchestration/chain/sweep.py).

@@ -6,6 +6,7 @@ from django.urls import include, path, register_converter
 from common.inputs import PathSegment
 
 from . import (
+    acp_agent_views,
     agent_views,
     approval_views,
     hook_views,
@@ -51,8 +52,8 @@ conversation_urls = [
 
 # One team's page, members and audit log (canvas.team_views); its hooks, sandbox and
 # notification webhook (canvas.hook_views); its secrets, policy, model profiles and agent
-# definitions (canvas.secret_views, canvas.policy_views, canvas.profile_views,
-# canvas.agent_views).
+# definitions and external ACP agents (canvas.secret_views, canvas.policy_views,
+# canvas.profile_views, canvas.agent_views, canvas.acp_agent_views).
 team_urls = [
     path("", team_views.team_detail, name="team-detail"),
     path("default", team_views.team_set_default, name="team-default"),
@@ -93,6 +94,10 @@ team_urls = [
     path("agents/new", agent_views.agent_create, name="team-agent-create"),
     path("agents/edit", agent_views.agent_edit, name="team-agent-edit"),
     path("agents/delete", agent_views.agent_delete, name="team-agent-delete"),
+    path("acp-agents/", acp_agent_views.team_acp_agents_page, name="team-acp-agents"),
+    path("acp-agents/new", acp_agent_views.acp_agent_create, name="team-acp-agent-create"),
+    path("acp-agents/edit", acp_agent_views.acp_agent_edit, name="team-acp-agent-edit"),
+    path("acp-agents/delete", acp_agent_views.acp_agent_delete, name="team-acp-agent-delete"),
 ]
 
 # An invitation addressed to the user (canvas.team_views).

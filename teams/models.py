@@ -301,6 +301,39 @@ class TeamAgent(models.Model):
         return f"{self.team}: {self.name}"
 
 
+class AcpAgentProfile(models.Model):
+    """An external ACP agent the team's admins set up (acp_bridge.profiles): the command the
+    bridge spawns and its environment. `env` maps a variable to literal text or to
+    {"secret": NAME}, a team secret's name, never its value; the rules for all values live in
+    acp_bridge.profiles (checked by acp_bridge.team_profiles), so the columns only bound what
+    the database holds."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="acp_agents")
+    name = models.CharField(max_length=64)
+    command = models.CharField(max_length=255, help_text="A program name or absolute path.")
+    args = models.JSONField(default=list, blank=True, help_text="Arguments, a list of strings.")
+    env = models.JSONField(
+        default=dict, blank=True, help_text='NAME: text, or NAME: {"secret": TEAM_SECRET}.'
+    )
+    allowed_secrets = models.JSONField(
+        default=list, blank=True, help_text="Team secrets the process sees by their own names."
+    )
+    default_mode = models.CharField(max_length=64, blank=True)
+    idle_timeout_seconds = models.PositiveIntegerField(default=300)
+    turn_timeout_seconds = models.PositiveIntegerField(default=1800)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="acp_agent_profile_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team}: {self.name}"
+
+
 class TeamSpend(models.Model):
     """Money spent on models per team and calendar month (UTC), for monthly budgets."""
 

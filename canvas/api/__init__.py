@@ -127,6 +127,7 @@ def _unhandled(request: HttpRequest, exc: Exception) -> HttpResponse:
 
 def _register_routers() -> None:
     from . import (
+        acp_agents,
         agents,
         conversations,
         hooks,
@@ -143,6 +144,7 @@ def _register_routers() -> None:
     api.add_router("/teams", secrets.router)
     api.add_router("/teams", policies.router)
     api.add_router("/teams", agents.router)
+    api.add_router("/teams", acp_agents.router)
     api.add_router("/teams", hooks.router)
     api.add_router("/tokens", tokens.router)
     api.add_router("/invitations", invitations.router)

@@ -170,12 +170,15 @@ TEAM_ROWS = (
     ("agents/", "#agent-add",
      {"input[name=name]": "a11y-agent", "textarea[name=description]": "Checks accessibility.",
       "input[name=tools]": "think, finish"}, "tr[data-agent=a11y-agent]"),
+    ("acp-agents/", "#acp-agent-add",
+     {"input[name=name]": "a11y-acp", "input[name=command]": "my-acp",
+      "textarea[name=secret_env]": "MY_KEY=MODEL_KEY"}, "tr[data-acp-agent=a11y-acp]"),
     ("hooks/", "#hook-add",
      {"input[name=name]": "a11y-hook", "select[name=event]": "PreToolUse",
       "textarea[name=command]": "exit 0"}, "#hooks tbody tr >> text=a11y-hook"),
 )  # fmt: skip
 """(page, form, fields, what appears): an invitation, a secret, a model profile, an agent
-definition and a hook, so each page lists a row and the audit log has records."""
+definition, an external agent and a hook, so each page lists a row and the audit log has records."""
 
 
 def _fill_team(page, team: str) -> None:
@@ -207,6 +210,7 @@ def test_team_settings_pages(context, server):
         ("policy", "policy/"),
         ("model profiles", "profiles/"),
         ("agents", "agents/"),
+        ("external agents", "acp-agents/"),
         ("hooks", "hooks/"),
         ("audit log", "audit/"),
     ):

@@ -1,0 +1,221 @@
+"""A team's own ACP agent profiles (teams.models.AcpAgentProfile): every member lists them,
+since conversations start by these names; only admins and owners add, change and delete them,
+audited ("acp_agent.created", "acp_agent.updated", "acp_agent.deleted").
+
+The value rules are acp_bridge.profiles' (the same as for the site's CANVAS_ACP_AGENTS), so a
+profile means the same wherever it was written. What only the team knows is checked here: a
+secret a profile names must exist in the team when the profile is saved. A secret deleted
+later is the bridge's to meet (an error event naming it). Secret values are never read here;
+the audit log and every error hold names only, and a literal environment value is never
+quoted in an error (someone may have pasted a key where a reference belongs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from common.errors import Conflict, Forbidden, InvalidInput, NotFound
+from teams.audit import audit_record
+from teams.models import AcpAgentProfile, Secret, Team
+from teams.permissions import Action, role_allows, team_role
+
+from .profiles import (
+    DEFAULT_IDLE_TIMEOUT_SECONDS,
+    DEFAULT_TURN_TIMEOUT_SECONDS,
+    PRESETS,
+    AcpProfile,
+    AcpProfileValueError,
+    SecretRef,
+    Source,
+    UnknownAcpProfileError,
+    acp_profile_get,
+    acp_profiles_for,
+    clean_args,
+    clean_command,
+    clean_env,
+    clean_mode,
+    clean_name,
+    clean_secrets,
+    clean_timeout,
+    site_profiles,
+)
+
+FIELDS = (
+    "command", "args", "env", "allowed_secrets", "default_mode", "idle_timeout_seconds",
+    "turn_timeout_seconds",
+)  # fmt: skip
+"""What an update may change; the name stays (conversations record it as their agent)."""
+
+
+def _require_admin(by, team: Team) -> None:
+    if not role_allows(team_role(by, team.pk), Action.ADMINISTER):
+        raise Forbidden("only team admins and owners can manage ACP agent profiles.")
+
+
+def _check_secrets_exist(team: Team, cleaned: dict[str, Any]) -> None:
+    wanted = {}
+    for key, value in cleaned.get("env", {}).items():
+        if isinstance(value, dict):
+            wanted.setdefault(value["secret"], f"env {key}")
+    for name in cleaned.get("allowed_secrets", ()):
+        wanted.setdefault(name, "allowed_secrets")
+    if not wanted:
+        return
+    have = set(Secret.objects.filter(team=team, name__in=wanted).values_list("name", flat=True))
+    for name, where in wanted.items():
+        if name not in have:
+            raise InvalidInput(f"{where}: the team has no secret named {name!r}.")
+
+
+def _clean(team: Team, fields: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(fields) - set(FIELDS)
+    if unknown:
+        raise InvalidInput(f"unknown ACP agent fields: {', '.join(sorted(unknown))}.")
+    cleaners = {
+        "command": clean_command,
+        "args": lambda value: list(clean_args(value)),
+        "env": lambda value: {
+            key: item.to_json() if isinstance(item, SecretRef) else item
+            for key, item in clean_env(value).items()
+        },
+        "allowed_secrets": lambda value: list(clean_secrets(value)),
+        "default_mode": lambda value: clean_mode(value) or "",
+        "idle_timeout_seconds": lambda value: clean_timeout(value, "idle_timeout_seconds"),
+        "turn_timeout_seconds": lambda value: clean_timeout(value, "turn_timeout_seconds"),
+    }
+    try:
+        cleaned = {key: cleaners[key](value) for key, value in fields.items()}
+    except AcpProfileValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    _check_secrets_exist(team, cleaned)
+    return cleaned
+
+
+def _describe(profile: AcpAgentProfile) -> dict[str, Any]:
+    """What the audit log keeps: literals as typed (they are not secret) and secret names."""
+    return {"name": profile.name, **{key: getattr(profile, key) for key in FIELDS}}
+
+
+def _get(team: Team, name: str, *, lock: bool = False) -> AcpAgentProfile:
+    rows = AcpAgentProfile.objects.select_for_update() if lock else AcpAgentProfile.objects
+    profile = rows.filter(team=team, name=name).first()
+    if profile is None:
+        raise NotFound(f"the team has no ACP agent profile of its own named {name!r}.")
+    return profile
+
+
+def acp_agent_list(*, team: Team) -> list[AcpAgentProfile]:
+    """The team's own profiles by name; the caller has checked that its user is a member."""
+    return list(AcpAgentProfile.objects.filter(team=team).order_by("name"))
+
+
+def acp_agent_get(*, team: Team, name: str) -> AcpAgentProfile:
+    """One of the team's own profiles (NotFound otherwise); the caller has checked membership."""
+    return _get(team, name)
+
+
+def acp_agent_create(
+    *, by, team: Team, name: str, command: str, args: list[str] | None = None,
+    env: dict[str, Any] | None = None, allowed_secrets: list[str] | None = None,
+    default_mode: str | None = None,
+    idle_timeout_seconds: int = DEFAULT_IDLE_TIMEOUT_SECONDS,
+    turn_timeout_seconds: int = DEFAULT_TURN_TIMEOUT_SECONDS,
+) -> AcpAgentProfile:  # fmt: skip
+    """Add a profile; its name is unique within the team (Conflict otherwise). It may reuse a
+    preset's or the site's name: for this team it then replaces that one."""
+    _require_admin(by, team)
+    try:
+        name = clean_name(name)
+    except AcpProfileValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    cleaned = _clean(
+        team,
+        {
+            "command": command, "args": args, "env": env, "allowed_secrets": allowed_secrets,
+            "default_mode": default_mode, "idle_timeout_seconds": idle_timeout_seconds,
+            "turn_timeout_seconds": turn_timeout_seconds,
+        },
+    )  # fmt: skip
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                profile = AcpAgentProfile.objects.create(team=team, name=name, **cleaned)
+        except IntegrityError:
+            raise Conflict(f"an ACP agent profile named {name!r} already exists.") from None
+        audit_record(
+            actor=by, kind="acp_agent.created", team=team, target=name, data=_describe(profile)
+        )
+    return profile
+
+
+def acp_agent_update(*, by, team: Team, name: str, **fields: Any) -> AcpAgentProfile:
+    """Change some of a profile's fields (FIELDS); the name stays. A live agent process keeps
+    what it was spawned with; the next one gets the new values."""
+    _require_admin(by, team)
+    cleaned = _clean(team, fields)
+    with transaction.atomic():
+        profile = _get(team, name, lock=True)
+        before = _describe(profile)
+        for key, value in cleaned.items():
+            setattr(profile, key, value)
+        profile.save()
+        audit_record(
+            actor=by, kind="acp_agent.updated", team=team, target=name,
+            data={"before": before, "after": _describe(profile)},
+        )  # fmt: skip
+    return profile
+
+
+def acp_agent_delete(*, by, team: Team, name: str) -> None:
+    """Remove a profile. The name then means the site's or the preset's profile of that name,
+    if there is one; conversations naming it resolve it afresh at their next turn."""
+    _require_admin(by, team)
+    with transaction.atomic():
+        profile = _get(team, name, lock=True)
+        data = _describe(profile)
+        profile.delete()
+        audit_record(actor=by, kind="acp_agent.deleted", team=team, target=name, data=data)
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogEntry:
+    """One name the team can start a conversation with, as the settings page and the API
+    list it: the profile it resolves to, the team's row when it is the team's own (for its
+    timestamps and edit form), and which read-only profile that row replaces, if any."""
+
+    profile: AcpProfile
+    row: AcpAgentProfile | None = None
+    replaces: Source | None = None
+
+    @property
+    def read_only(self) -> bool:
+        return self.row is None
+
+
+def _entry(profile: AcpProfile, rows: dict[str, AcpAgentProfile]) -> CatalogEntry:
+    row = rows.get(profile.name)
+    if row is None:
+        return CatalogEntry(profile)
+    shadowed = "site" if profile.name in site_profiles() else None
+    shadowed = shadowed or ("preset" if profile.name in PRESETS else None)
+    return CatalogEntry(profile, row, shadowed)
+
+
+def acp_agent_catalog(*, team: Team) -> list[CatalogEntry]:
+    """Every profile the team can name, by name (acp_bridge.profiles.acp_profiles_for), with
+    its own rows attached; the caller has checked membership."""
+    rows = {row.name: row for row in acp_agent_list(team=team)}
+    return [_entry(profile, rows) for profile in acp_profiles_for(team.pk)]
+
+
+def acp_agent_entry(*, team: Team, name: str) -> CatalogEntry:
+    """The profile `name` means for the team (NotFound naming the ones there are)."""
+    try:
+        profile = acp_profile_get(name, team.pk)
+    except UnknownAcpProfileError as exc:
+        raise NotFound(str(exc)) from None
+    rows = {} if profile.source != "team" else {name: _get(team, name)}
+    return _entry(profile, rows)
