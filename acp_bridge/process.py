@@ -1,22 +1,33 @@
-"""Spawn an external ACP agent and own its life: one process group, stdio pipes, a clean
-environment, and an end that leaves nothing running.
+"""Spawn an external ACP agent inside the sandbox and own its life: one process group, stdio
+pipes, a clean environment, and an end that leaves nothing running.
 
-The agent runs as `argv` (never a shell string) in the workspace directory with exactly the
-environment the caller passes: the worker's own `os.environ` holds the database URL and every
-team's secrets, so none of it is inherited (the SDK's `spawn_agent_process` would merge in
-HOME, PATH and friends from it, which is why it is not used). The agent leads its own session,
-so killing its process group takes its children too.
+The agent runs as `argv` (never a shell string) under workspaces.sandbox, the launcher every
+command on a host goes through: bubblewrap with new user, PID, IPC, UTS and (for network
+"none", the default) network namespaces, the system read-only, and read-write only the
+workspace and a private home directory made for this agent (removed when it ends). Whatever
+else it needs to run (its interpreter, its code) the caller names as `readonly` paths. Its
+environment is exactly the one the caller passes, plus HOME and TMPDIR naming the private
+directory when the caller gives none: the worker's own `os.environ` holds the database URL and
+every team's secrets, so none of it is inherited (the SDK's `spawn_agent_process` would merge
+in HOME, PATH and friends from it, which is why it is not used).
+
+That is the boundary: in its own PID namespace the agent sees only the sandbox's processes (bwrap,
+started with an empty environment, and its own), so no /proc/<pid>/environ shows the worker's;
+the project's code and settings, the worker's files and sockets, and with no network the
+host's loopback (Postgres, Redis) are not there. Where there is no working sandbox the agent
+is refused with SandboxUnavailable, unless the site allows unsandboxed commands
+(CANVAS_UNSANDBOXED_COMMANDS): then it runs as a plain process with only the clean
+environment, and can see the worker.
+
+bwrap leads its own session, so killing its process group takes the agent and its children;
+and with `--die-with-parent` the agent also ends if the thread that started it (the event
+loop's) does.
 
 Its stdout is pumped line by line into the StreamReader the SDK reads from. The SDK silently
 skips lines that are not JSON; the pump does not: a garbage line, or a message larger than
 `MESSAGE_LIMIT_BYTES`, ends the agent with AgentProtocolError. An agent that exits surfaces as
 AgentCrashed with its exit code and the last lines of its stderr (passed through `redact`), a
 call that runs past its deadline as AgentTimeout. In every case the whole group is killed.
-
-Not yet a boundary: the process starts as the worker's own user in the worker's PID
-namespace, where it could read /proc/<worker>/environ whatever environment it was given.
-Nothing runs it for a conversation yet; before anything does, it must start through
-workspaces.sandbox (bubblewrap) or inside the conversation's container, as terminals do.
 """
 
 from __future__ import annotations
@@ -25,13 +36,17 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
+import tempfile
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
+
+from workspaces import sandbox
 
 T = TypeVar("T")
 
@@ -86,8 +101,10 @@ class AgentProcess:
         *,
         redact: Callable[[str], str],
         limit: int,
+        home: Path | None = None,
     ) -> None:
         self._proc = proc
+        self._home = home
         self._redact = redact
         self.pgid = proc.pid
         """Its process group (it leads a new session, so pgid == pid)."""
@@ -109,26 +126,51 @@ class AgentProcess:
         *,
         env: Mapping[str, str],
         cwd: Path,
+        workspace: Path | None = None,
+        readonly: Sequence[Path] = (),
+        network: sandbox.Network = "none",
         redact: Callable[[str], str] | None = None,
         limit: int = MESSAGE_LIMIT_BYTES,
     ) -> AgentProcess:
-        """Start `command args...` in `cwd` with exactly `env`. Raises AgentCrashed when the
-        command cannot be started at all (not found, not executable)."""
+        """Start `command args...` in the sandbox, in `cwd` (inside `workspace`, which defaults
+        to `cwd` and is its one writable directory besides its private home) with `env`.
+        `readonly` paths are visible read-only; `network` is the sandbox's ("host" only where
+        the site allows it). Raises AgentCrashed when the command cannot be started at all (not
+        found, not executable), SandboxUnavailable where no sandbox works and the site does not
+        allow unsandboxed commands."""
+        if shutil.which(command, path=env.get("PATH", sandbox.PATH)) is None:
+            raise AgentCrashed(f"agent command {command!r} could not start: not found")
+        home = Path(tempfile.mkdtemp(prefix="acp-agent-"))
+        spec = sandbox.SandboxSpec(
+            cwd=cwd,
+            writable=(workspace or cwd, home),
+            env={"HOME": str(home), "TMPDIR": str(home), **env},
+            network=network,
+            readonly=tuple(readonly),
+        )
         try:
-            proc = await asyncio.create_subprocess_exec(
-                command,
-                *args,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=dict(env),
-                cwd=str(cwd),
-                start_new_session=True,
-                limit=limit,
-            )
+            # The first call probes bwrap (a subprocess): not on the event loop.
+            launch = await asyncio.to_thread(sandbox.prepare, spec, [command, *args])
+            with launch:
+                proc = await asyncio.create_subprocess_exec(
+                    *launch.argv,
+                    executable=launch.executable,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    env=launch.env,
+                    cwd=launch.cwd,
+                    pass_fds=launch.pass_fds,
+                    start_new_session=True,
+                    limit=limit,
+                )
         except OSError as exc:
+            shutil.rmtree(home, ignore_errors=True)
             raise AgentCrashed(f"agent command {command!r} could not start: {exc}") from exc
-        return cls(proc, redact=redact or _no_redaction, limit=limit)
+        except BaseException:
+            shutil.rmtree(home, ignore_errors=True)
+            raise
+        return cls(proc, redact=redact or _no_redaction, limit=limit, home=home)
 
     @property
     def returncode(self) -> int | None:
@@ -195,6 +237,8 @@ class AgentProcess:
                 await task
         if not self.reader.at_eof():
             self.reader.feed_eof()
+        if self._home is not None:
+            await asyncio.to_thread(shutil.rmtree, self._home, True)
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """`AcpSession`: the small API a runner uses to drive one external agent over ACP.
 
-`AcpSession.start` spawns the agent (see `process`), connects our `WorkspaceClient` to it with
-the SDK, and initializes with protocol version 1 and the fs and terminal capabilities. Each
-call is guarded: an agent that dies, writes garbage or runs past the timeout raises
+`AcpSession.start` spawns the agent in the sandbox (see `process`), connects our
+`WorkspaceClient` to it with the SDK, and initializes with protocol version 1 and the fs and
+terminal capabilities. Each call is guarded: an agent that dies, writes garbage or runs past
+the timeout raises
 AgentCrashed / AgentProtocolError / AgentTimeout, and leaving the context always ends the
 agent's whole process group and every terminal it opened.
 """
@@ -27,6 +28,7 @@ from acp_bridge.client import (
     WorkspaceClient,
 )
 from acp_bridge.process import MESSAGE_LIMIT_BYTES, AgentProcess
+from workspaces.sandbox import Network
 
 
 class AcpSession:
@@ -59,6 +61,8 @@ class AcpSession:
         env: Mapping[str, str],
         cwd: Path,
         workspace: Path | None = None,
+        readonly: Sequence[Path] = (),
+        network: Network = "none",
         on_update: UpdateCallback | None = None,
         on_permission: PermissionCallback | None = None,
         timeout: float | None = 600.0,
@@ -68,11 +72,20 @@ class AcpSession:
         """Spawn and initialize the agent; on leaving, close the connection, kill open
         terminals and the agent's whole process group. `workspace` (the root the agent's fs and
         terminal requests are confined to) defaults to `cwd`; `timeout` bounds each call;
-        `message_limit` is the largest line accepted from the agent."""
+        `message_limit` is the largest line accepted from the agent. The agent runs in the
+        sandbox with `workspace` writable, `readonly` visible and `network` (see `process`)."""
         root = workspace or cwd
         client = WorkspaceClient(root=root, on_update=on_update, on_permission=on_permission)
         process = await AgentProcess.spawn(
-            command, args, env=env, cwd=cwd, redact=redact, limit=message_limit
+            command,
+            args,
+            env=env,
+            cwd=cwd,
+            workspace=root,
+            readonly=readonly,
+            network=network,
+            redact=redact,
+            limit=message_limit,
         )
         conn: ClientSideConnection | None = None
         try:

@@ -107,6 +107,9 @@ class SandboxSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     """The command's whole environment."""
     network: Network = "none"
+    readonly: tuple[Path, ...] = ()
+    """Host paths the command sees read-only, at their own paths (beside /usr and
+    CANVAS_SANDBOX_READONLY_PATHS): an agent's interpreter and code, say."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +313,8 @@ def _bwrap_options(spec: SandboxSpec, network: Network) -> list[str]:
             opts += ["--ro-bind-try", path, path]
     for path in settings.CANVAS_SANDBOX_READONLY_PATHS:
         opts += ["--ro-bind-try", path, path]
+    for path in spec.readonly:
+        opts += ["--ro-bind", str(path), str(path)]
     for path in spec.writable:
         opts += ["--bind", str(path), str(path)]
     opts += ["--chdir", str(spec.cwd), "--clearenv"]

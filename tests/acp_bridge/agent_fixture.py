@@ -15,6 +15,8 @@ answers with message chunks (JSON where a test needs to read a result):
     wait                        answers `cancelled` once session/cancel arrives
     ignore-cancel               never answers, even after session/cancel
     big N                       one message chunk of N characters
+    escape OUTSIDE              reads /proc/1, /proc/<ppid> and every /proc/*/environ, tries to
+                                write OUTSIDE/escaped, $HOME/home-ok and ./inside-ok; reports
 
 `new_session` sends an available-commands update before its answer, so a client sees an update
 for a session id it does not know yet.
@@ -28,6 +30,7 @@ import os
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import acp
@@ -179,6 +182,25 @@ class FixtureAgent:
 
     async def _do_big(self, session_id: str, rest: str) -> None:
         await self._say(session_id, "x" * int(rest))
+
+    async def _do_escape(self, session_id: str, rest: str) -> None:
+        environs: dict[str, str] = {}
+        paths = ["/proc/1/environ", f"/proc/{os.getppid()}/environ"]
+        paths += [str(p) for p in sorted(Path("/proc").glob("[0-9]*/environ"))]
+        for path in paths:
+            try:
+                environs[path] = Path(path).read_bytes().decode("utf-8", "replace")
+            except OSError as exc:
+                environs[path] = f"error: {exc}"
+        writes: dict[str, str] = {}
+        for path in (f"{rest}/escaped", f"{os.environ['HOME']}/home-ok", "inside-ok"):
+            try:
+                Path(path).write_text("x")
+                writes[path] = "written"
+            except OSError as exc:
+                writes[path] = f"error: {exc}"
+        report = {"pid": os.getpid(), "ppid": os.getppid(), "environs": environs, "writes": writes}
+        await self._say(session_id, json.dumps(report))
 
 
 if __name__ == "__main__":

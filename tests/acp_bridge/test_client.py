@@ -25,10 +25,16 @@ from acp_bridge.client import resolve_inside
 from acp_bridge.process import AgentCrashed, AgentProtocolError, AgentTimeout
 from acp_bridge.session import AcpSession
 from acp_bridge.terminals import truncate_front
+from tests.escape import CANARY_NAME, sandbox_broken, worker_values
 from workspaces.base import WorkspacePathError
+from workspaces.sandbox import SandboxUnavailable
 
 AGENT = str(Path(__file__).with_name("agent_fixture.py"))
 AGENT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "FIXTURE_TOKEN": "given"}
+# What the sandbox must show read-only for this venv's python to run the fixture: the venv
+# (its pyvenv.cfg and site-packages, where acp lives), the interpreter it points at, the
+# fixture's directory. Nothing else of the repository.
+AGENT_READONLY = (Path(sys.prefix), Path(sys.base_prefix), Path(AGENT).parent)
 
 
 def group_alive(pgid: int) -> bool:
@@ -64,6 +70,15 @@ def last_json(session: AcpSession) -> Any:
     return json.loads(texts(session.updates())[-1])
 
 
+async def wait_for_update(session: AcpSession, seconds: float = 10.0) -> None:
+    """Until the turn in progress has sent a message chunk."""
+    before = len(texts(session.updates()))
+    deadline = time.monotonic() + seconds
+    while len(texts(session.updates())) == before:
+        assert time.monotonic() < deadline, "no message from the agent"
+        await asyncio.sleep(0.05)
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
@@ -73,7 +88,22 @@ def workspace(tmp_path: Path) -> Path:
 
 def start(workspace: Path, **kwargs: Any):
     kwargs.setdefault("timeout", 20.0)
-    return AcpSession.start(sys.executable, [AGENT], env=AGENT_ENV, cwd=workspace, **kwargs)
+    return AcpSession.start(
+        sys.executable, [AGENT], env=AGENT_ENV, cwd=workspace, readonly=AGENT_READONLY, **kwargs
+    )
+
+
+def group_members(pgid: int) -> list[tuple[int, str]]:
+    """(host pid, command name) of every process in the group, seen from the host."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            comm, rest = stat.read_text().split(" (", 1)[1].rsplit(")", 1)
+        except (OSError, IndexError, ValueError):
+            continue
+        if int(rest.split()[2]) == pgid:
+            found.append((int(stat.parent.name), comm))
+    return found
 
 
 async def test_updates_arrive_in_order_and_early_ones_are_buffered(workspace) -> None:
@@ -261,9 +291,13 @@ async def test_a_hang_times_out_and_the_whole_group_is_killed(workspace, command
             await s.cancel()
         else:
             turn = asyncio.create_task(s.prompt(command, timeout=1.5))
+        child = None
+        if command == "hang":
+            # The agent's pid for it is the sandbox's own; find it from the host.
+            await wait_for_update(s)  # sent once the child runs
+            child = next(pid for pid, name in group_members(pgid) if name == "sleep")
         with pytest.raises(AgentTimeout):
             await turn
-        child = last_json(s)["child"] if command == "hang" else None
     assert wait_gone(pgid, group=True)
     if child is not None:
         assert wait_gone(child, group=False)
@@ -334,3 +368,60 @@ def test_runs_on_its_own_loop_in_a_worker_thread(workspace) -> None:
     assert "error" not in outcome, outcome.get("error")
     assert outcome["stop"] == "end_turn"
     assert wait_gone(outcome["pgid"], group=True)
+
+
+async def test_the_agent_cannot_read_the_workers_environment_even_through_proc(
+    workspace, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv(CANARY_NAME, f"canary-{os.getpid()}-{time.time_ns()}")
+    monkeypatch.setenv("DATABASE_URL", os.environ.get("DATABASE_URL") or "postgres://worker")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    async with start(workspace) as s:
+        await s.new_session()
+        await s.prompt(f"escape {outside}")
+        report = last_json(s)
+    environs = report["environs"]
+    # It tried pid 1, its parent and every process it can see: bwrap and itself, no other.
+    assert {"/proc/1/environ", f"/proc/{report['ppid']}/environ"} <= environs.keys()
+    assert set(environs) == {"/proc/1/environ", f"/proc/{report['pid']}/environ"}
+    assert environs["/proc/1/environ"] == ""  # bwrap started with an empty environment
+    seen = "\n".join(environs.values())
+    for name, value in worker_values().items():
+        assert value not in seen, f"the worker's {name} leaked"
+    assert CANARY_NAME not in seen and "DATABASE_URL" not in seen
+    # Its own environment is all it finds: the sandbox's processes are bwrap (empty) and it.
+    own = environs[f"/proc/{report['pid']}/environ"]
+    assert "FIXTURE_TOKEN=given" in own
+    assert report["pid"] < 10  # a pid of its own namespace
+
+
+async def test_the_agent_cannot_write_outside_the_workspace(workspace, tmp_path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    async with start(workspace) as s:
+        await s.new_session()
+        await s.prompt(f"escape {outside}")
+        writes = last_json(s)["writes"]
+        home = next(path for path in writes if path.endswith("/home-ok"))
+        assert writes[home] == "written"  # its private home
+    assert writes[f"{outside}/escaped"].startswith("error")
+    assert not (outside / "escaped").exists()
+    assert writes["inside-ok"] == "written"
+    assert (workspace / "inside-ok").read_text() == "x"
+    assert not Path(home).parent.exists()  # the private home goes with the agent
+
+
+async def test_without_a_sandbox_the_agent_is_refused_unless_the_site_allows_it(
+    workspace, settings
+) -> None:
+    with (
+        sandbox_broken(settings, allow_unsandboxed=False),
+        pytest.raises(SandboxUnavailable, match="CANVAS_UNSANDBOXED_COMMANDS"),
+    ):
+        async with start(workspace):
+            pass
+    with sandbox_broken(settings, allow_unsandboxed=True):
+        async with start(workspace) as s:
+            await s.new_session()
+            assert (await s.prompt("stream")).stop_reason == "end_turn"
