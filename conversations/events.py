@@ -144,6 +144,32 @@ def _parse_arguments(raw: str) -> ParsedArguments:
         return ParsedArguments(error=exc.with_traceback(None))
 
 
+class PermissionChoice(BaseModel):
+    """One option an external agent offers when it asks permission (ACP PermissionOption)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    option_id: str
+    name: str
+    kind: str
+    """allow_once, allow_always, reject_once or reject_always."""
+
+    @property
+    def allows(self) -> bool:
+        return self.kind.startswith("allow")
+
+
+class FileDiff(BaseModel):
+    """A file change an external agent reported with its tool call (ACP diff content)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str
+    old_text: str | None = None
+    """None for a new file."""
+    new_text: str
+
+
 class ActionEvent(BaseEvent):
     """A tool call the model asked for. Persisted before the tool runs."""
 
@@ -169,6 +195,15 @@ class ActionEvent(BaseEvent):
     """Ids of the analyzer rules the call tripped (orchestration.control.risk)."""
     requires_confirmation: bool = False
     """Held for a person's decision (ActionDecisionEvent) before it may run."""
+    title: str = ""
+    """An external agent's own one-line description of the call (ACP tool call title)."""
+    kind: str | None = None
+    """An external agent's tool kind (ACP: read, edit, delete, move, search, execute, think,
+    fetch, switch_mode, other); None for our own tools."""
+    locations: list[str] = Field(default_factory=list)
+    """Files the call touches, as an external agent reported them ("path" or "path:line")."""
+    options: list[PermissionChoice] = Field(default_factory=list)
+    """An external agent's permission request: its own options, answered by option id."""
 
     @property
     def parsed_arguments(self) -> ParsedArguments:
@@ -189,6 +224,8 @@ class ObservationEvent(BaseEvent):
     """Who refused the action, when it never ran."""
     rejected_by: str | None = None
     """The person who rejected it (source "user"), by username."""
+    diffs: list[FileDiff] = Field(default_factory=list)
+    """File changes an external agent's tool call made, shown as diffs."""
 
 
 class Decision(StrEnum):
@@ -207,8 +244,10 @@ class ActionDecisionEvent(BaseEvent):
     tool_call_id: str
     decision: Decision
     by: str
-    """Username of who decided."""
+    """Username of who decided ("policy" when the team policy answered an external agent)."""
     reason: str = ""
+    option_id: str | None = None
+    """The external agent's option chosen (its id, never its position), when it offered any."""
 
 
 class ActionStartedEvent(BaseEvent):
@@ -306,6 +345,72 @@ class SubagentsSettledEvent(BaseEvent):
     usage: Usage | None = None
 
 
+class AgentThoughtEvent(BaseEvent):
+    """An external agent's reasoning, aggregated from its thought chunks (one per message)."""
+
+    type: Literal["message.thought"] = "message.thought"
+    text: str
+    message_id: str | None = None
+
+
+class PlanItem(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    content: str
+    priority: str = "medium"
+    status: str = "pending"
+    """pending, in_progress or completed."""
+
+
+class PlanEvent(BaseEvent):
+    """An external agent's plan, replaced whole by each update (ACP plan)."""
+
+    type: Literal["plan.updated"] = "plan.updated"
+    entries: list[PlanItem]
+
+
+class AcpCommand(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    description: str = ""
+
+
+class AcpSessionEvent(BaseEvent):
+    """An external agent's process and ACP session for this conversation: started, resumed
+    with session/load, or a new session told what happened so far."""
+
+    type: Literal["acp.session"] = "acp.session"
+    agent: str
+    """The ACP profile's name."""
+    session_id: str
+    how: Literal["new", "loaded", "replayed"] = "new"
+    agent_name: str = ""
+    agent_version: str = ""
+    load_supported: bool = False
+    worker: str = ""
+    """The worker process that runs the agent ("host:pid")."""
+
+
+class AcpStateEvent(BaseEvent):
+    """What an external agent said about its session outside messages and tool calls: its
+    mode, its slash commands, its context use."""
+
+    type: Literal["acp.state"] = "acp.state"
+    mode: str | None = None
+    commands: list[AcpCommand] | None = None
+    context_used: int | None = None
+    context_size: int | None = None
+
+
+class AcpTurnEvent(BaseEvent):
+    """One ACP turn ended: the agent's stop reason and what the turn cost, when it said."""
+
+    type: Literal["acp.turn"] = "acp.turn"
+    stop_reason: str
+    usage: Usage | None = None
+
+
 class UnknownEvent(BaseEvent):
     """A stored event whose tag this code does not know. Never written, only read."""
 
@@ -330,7 +435,12 @@ Event = Annotated[
     | RunStartedEvent
     | RunFinishedEvent
     | SubagentsSpawnedEvent
-    | SubagentsSettledEvent,
+    | SubagentsSettledEvent
+    | AgentThoughtEvent
+    | PlanEvent
+    | AcpSessionEvent
+    | AcpStateEvent
+    | AcpTurnEvent,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
@@ -359,6 +469,11 @@ KNOWN_TYPES: frozenset[str] = frozenset(
         RunFinishedEvent,
         SubagentsSpawnedEvent,
         SubagentsSettledEvent,
+        AgentThoughtEvent,
+        PlanEvent,
+        AcpSessionEvent,
+        AcpStateEvent,
+        AcpTurnEvent,
     )
 )
 
@@ -392,6 +507,15 @@ def event_from_payload(type_: str, payload: dict[str, Any]) -> AnyEvent:
 
 __all__ = [
     "HOOK_SENDER_PREFIX",
+    "AcpCommand",
+    "AcpSessionEvent",
+    "AcpStateEvent",
+    "AcpTurnEvent",
+    "AgentThoughtEvent",
+    "FileDiff",
+    "PermissionChoice",
+    "PlanEvent",
+    "PlanItem",
     "SCHEMA_VERSION",
     "ActionDecisionEvent",
     "ActionEvent",

@@ -46,6 +46,11 @@ class Conversation(models.Model):
         help_text="Closed: no new runs, its container removed; the folder stays until deleted.",
     )
     agent_config = models.JSONField(default=dict, blank=True)
+    agent = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="The external ACP agent's profile name; blank: our own agent loop.",
+    )
 
     # A sub-agent's conversation names the conversation and tool call that spawned it. PROTECT,
     # not CASCADE: a cascade would delete a child's row and events without stopping its run (a

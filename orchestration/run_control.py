@@ -79,8 +79,9 @@ def run_start(conversation: Conversation, previous: Status, trigger: str) -> lis
         update_fields=["run_slice", "run_slice_due_at", "interrupt_requested_at", "updated_at"]
     )
     enqueue_slice_on_commit(
-        conversation.pk, conversation.run_slice, worker_host=conversation.worker_host
-    )
+        conversation.pk, conversation.run_slice, worker_host=conversation.worker_host,
+        agent=conversation.agent,
+    )  # fmt: skip
     return [
         RunStartedEvent(trigger=trigger),
         StatusChangeEvent(status=Status.RUNNING, previous=previous, reason=f"run by {trigger}"),

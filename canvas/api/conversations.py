@@ -371,6 +371,15 @@ def conversation_pause(request: HttpRequest, conversation_id: Key):
 
 class RejectIn(Schema):
     reason: Text(2000) = ""
+    option_id: Text(200) | None = Field(
+        None, description="An external agent's reject option (by id); default: reject_once."
+    )
+
+
+class ApproveIn(Schema):
+    option_id: Text(200) | None = Field(
+        None, description="An external agent's option (by id); default: its allow_once one."
+    )
 
 
 @router.get("/{conversation_id}/pending", response={200: dict, **ERRORS})
@@ -386,6 +395,10 @@ def conversation_pending(request: HttpRequest, conversation_id: Key):
                 "rules": [rule for rule, _ in p.rules],
                 "explanations": dict(p.rules),
                 "thought": p.thought,
+                "title": p.title,
+                "kind": p.kind,
+                "locations": list(p.locations),
+                "options": [o.model_dump() for o in p.options],
             }  # fmt: skip
             for p in approvals.pending_actions(conversation.pk)
         ]
@@ -393,18 +406,24 @@ def conversation_pending(request: HttpRequest, conversation_id: Key):
 
 
 @router.post("/{conversation_id}/actions/{action_id}/approve", response={200: dict, **ERRORS})
-def action_approve(request: HttpRequest, conversation_id: Key, action_id: Key):
+def action_approve(
+    request: HttpRequest, conversation_id: Key, action_id: Key, body: ApproveIn | None = None
+):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
-    approvals.action_approve(conversation_id=conversation.pk, action_id=action_id, by=request.user)
-    return {"decision": Decision.APPROVED, "status": _status(conversation)}
+    decision = approvals.action_approve(
+        conversation_id=conversation.pk, action_id=action_id, by=request.user,
+        option_id=body.option_id if body is not None else None,
+    )  # fmt: skip
+    return {"decision": decision, "status": _status(conversation)}
 
 
 @router.post("/{conversation_id}/actions/{action_id}/reject", response={200: dict, **ERRORS})
 def action_reject(request: HttpRequest, conversation_id: Key, action_id: Key, body: RejectIn):
     conversation = conversation_for(request.user, conversation_id, Action.ACT)
     approvals.action_reject(
-        conversation_id=conversation.pk, action_id=action_id, by=request.user, reason=body.reason
-    )
+        conversation_id=conversation.pk, action_id=action_id, by=request.user,
+        reason=body.reason, option_id=body.option_id,
+    )  # fmt: skip
     return {"decision": Decision.REJECTED, "status": _status(conversation)}
 
 

@@ -14,6 +14,9 @@ from django.utils import timezone
 logger = logging.getLogger(__name__)
 
 RUN_SLICE_TASK = "orchestration.run_slice"
+ACP_QUEUE = "acp"
+"""Where external agents' turns run (acp_bridge): a turn holds its worker for as long as the
+agent works, so those workers are apart from the ones that run our own agents' short slices."""
 
 
 SEND_RETRY_POLICY = {"max_retries": 4, "interval_start": 0.1, "interval_step": 0.4,
@@ -32,27 +35,32 @@ def slice_due_at(after: float = 0.0) -> datetime:
     return timezone.now() + timedelta(seconds=after + settings.CANVAS_SWEEP_SECONDS)
 
 
-def host_queue(host: str) -> str:
-    """The queue only the workers of `host` consume (see canvas.celery)."""
-    return f"host.{host}"
+def host_queue(host: str, *, base: str | None = None) -> str:
+    """The queue only the workers of `host` consume (see canvas.celery); `base` ACP_QUEUE for
+    the host's ACP workers."""
+    return f"host.{host}" if base is None else f"{base}.host.{host}"
 
 
-def slice_queue(worker_host: str) -> str | None:
-    """Where a conversation's next slice goes: its host's queue once pinned, else any worker."""
+def slice_queue(worker_host: str, *, agent: str = "") -> str | None:
+    """Where a conversation's next slice goes: its host's queue once pinned, else any worker;
+    the ACP workers' queues for a conversation with an external `agent`."""
+    base = ACP_QUEUE if agent else None
     if worker_host and settings.CANVAS_PIN_TO_HOST:
-        return host_queue(worker_host)
-    return None
+        return host_queue(worker_host, base=base)
+    return base
 
 
-def send_slice(conversation_id: uuid.UUID | str, slice_id: str, *, worker_host: str = "") -> None:
+def send_slice(
+    conversation_id: uuid.UUID | str, slice_id: str, *, worker_host: str = "", agent: str = ""
+) -> None:
     current_app.send_task(
-        RUN_SLICE_TASK, args=[str(conversation_id), slice_id], queue=slice_queue(worker_host),
-        retry=True, retry_policy=SEND_RETRY_POLICY,
+        RUN_SLICE_TASK, args=[str(conversation_id), slice_id],
+        queue=slice_queue(worker_host, agent=agent), retry=True, retry_policy=SEND_RETRY_POLICY,
     )  # fmt: skip
 
 
 def enqueue_slice_on_commit(
-    conversation_id: uuid.UUID | str, slice_id: str, *, worker_host: str = ""
+    conversation_id: uuid.UUID | str, slice_id: str, *, worker_host: str = "", agent: str = ""
 ) -> None:
     """Send the slice task once the transaction that recorded `slice_id` (and its
     `run_slice_due_at`, see `slice_due_at`) commits.
@@ -63,7 +71,7 @@ def enqueue_slice_on_commit(
 
     def send() -> None:
         try:
-            send_slice(conversation_id, slice_id, worker_host=worker_host)
+            send_slice(conversation_id, slice_id, worker_host=worker_host, agent=agent)
         except Exception:
             logger.warning(
                 "could not enqueue slice %s of conversation %s; the sweeper will re-send it",

@@ -61,7 +61,7 @@ def lease_claim(conversation_id: str, slice_id: str) -> Claim:
         Conversation.objects.filter(pk=conversation_id)
         .values(
             "run_slice", "status", "lease_token", "lease_expires_at", "worker_host", "team_id",
-            "run_steps",
+            "run_steps", "agent",
         )
         .first()
     )  # fmt: skip
@@ -69,7 +69,7 @@ def lease_claim(conversation_id: str, slice_id: str) -> Claim:
         return NOTHING_TO_DO
     here = settings.CANVAS_WORKER_HOST
     if settings.CANVAS_PIN_TO_HOST and row["worker_host"] and row["worker_host"] != here:
-        send_slice(conversation_id, slice_id, worker_host=row["worker_host"])
+        send_slice(conversation_id, slice_id, worker_host=row["worker_host"], agent=row["agent"])
         return NOTHING_TO_DO
     if row["run_steps"] > 0:  # this run already holds a place: a hand-over reads no policy
         return _claim(conversation_id, slice_id, row)
@@ -116,7 +116,7 @@ def release(conversation_id: str, token: str, *, keep: bool = False) -> str | No
         row = (
             Conversation.objects.select_for_update()
             .filter(pk=conversation_id, lease_token=token)
-            .only("id", "status", "run_slice", "worker_host")
+            .only("id", "status", "run_slice", "worker_host", "agent")
             .first()
         )
         if row is None:
@@ -128,7 +128,9 @@ def release(conversation_id: str, token: str, *, keep: bool = False) -> str | No
             if keep:
                 kept = row.run_slice
             else:
-                enqueue_slice_on_commit(row.pk, row.run_slice, worker_host=row.worker_host)
+                enqueue_slice_on_commit(
+                    row.pk, row.run_slice, worker_host=row.worker_host, agent=row.agent
+                )
         else:
             row.run_slice = None
             row.run_slice_due_at = None

@@ -67,7 +67,7 @@ def _strand_handle(conversation_id: str, host: str) -> int:
         row = (
             Conversation.objects.select_for_update()
             .filter(_unleased(), pk=conversation_id, status=Status.RUNNING, worker_host=host)
-            .only("id", "team_id", "title", "worker_host", "run_slice")
+            .only("id", "team_id", "title", "worker_host", "run_slice", "agent")
             .first()
         )
         if row is None:
@@ -76,7 +76,7 @@ def _strand_handle(conversation_id: str, host: str) -> int:
             # The workspace is on storage every worker mounts: let any worker take it.
             row.worker_host = ""
             row.run_slice = new_slice_id()
-            enqueue_slice_on_commit(row.pk, row.run_slice)
+            enqueue_slice_on_commit(row.pk, row.run_slice, agent=row.agent)
         else:
             reason = f"worker host {host} is gone"
             gone_for = int(settings.CANVAS_WORKER_GONE_SECONDS)

@@ -57,7 +57,7 @@ def sweep_runs() -> int:
             row = (
                 Conversation.objects.select_for_update()
                 .filter(_stalled(now), pk=pk)
-                .only("id", "run_slice", "lease_token", "worker_host")
+                .only("id", "run_slice", "lease_token", "worker_host", "agent")
                 .first()
             )
             if row is None:
@@ -69,6 +69,8 @@ def sweep_runs() -> int:
             lease_drop(row)
             if died:
                 store.append(row.pk, [AgentErrorEvent(code=REVIVED, message=REVIVED_MESSAGE)])
-            enqueue_slice_on_commit(row.pk, row.run_slice, worker_host=row.worker_host)
+            enqueue_slice_on_commit(
+                row.pk, row.run_slice, worker_host=row.worker_host, agent=row.agent
+            )
             count += 1
     return count

@@ -7,6 +7,13 @@ reason for the model to read. When the last held action of the batch is decided,
 on: its next slice executes the approved actions before the model is asked anything new.
 Decisions take the conversation's row lock, so of two people deciding at once exactly one
 wins and the other is told it was already decided.
+
+An external agent's permission request (acp_bridge) is a held action carrying the agent's own
+options: a decision names one by id (or, without one, the first of the kind asked for:
+allow_once before allow_always to approve, reject_once before reject_always to reject; never
+by position), and the option's kind says whether it approves. The agent's turn is still going
+on its worker, waiting for the answer, so a decision sends no slice while that turn's lease
+lives; one whose worker died gets a slice, which ends the lost turn saying so.
 """
 
 from __future__ import annotations
@@ -16,8 +23,9 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import QuerySet
+from django.utils import timezone
 
-from common.errors import Conflict, NotFound
+from common.errors import Conflict, InvalidInput, NotFound
 from conversations import store
 from conversations.events import (
     ActionDecisionEvent,
@@ -25,6 +33,7 @@ from conversations.events import (
     AnyEvent,
     Decision,
     ObservationEvent,
+    PermissionChoice,
     Status,
     StatusChangeEvent,
 )
@@ -53,6 +62,12 @@ class PendingAction:
     rules: list[tuple[str, str]]
     """(rule id, explanation) for every analyzer rule the call tripped."""
     thought: str
+    title: str = ""
+    kind: str | None = None
+    """An external agent's tool kind (read, edit, execute, ...)."""
+    locations: tuple[str, ...] = ()
+    options: tuple[PermissionChoice, ...] = ()
+    """An external agent's own options, answered by id; empty for our own tools."""
 
 
 def pending_in(events: list[tuple[int, AnyEvent]]) -> list[tuple[int, ActionEvent]]:
@@ -105,6 +120,10 @@ def _pending(events: list[tuple[int, AnyEvent]]) -> list[PendingAction]:
             risk=action.risk or "MEDIUM",
             rules=[(rule, rule_explanation(rule)) for rule in action.risk_rules],
             thought=action.thought,
+            title=action.title,
+            kind=action.kind,
+            locations=tuple(action.locations),
+            options=tuple(action.options),
         )
         for seq, action in pending_in(events)
     ]
@@ -114,10 +133,46 @@ def _name(by) -> str:
     return by.get_username() if getattr(by, "is_authenticated", False) else "api"
 
 
+PREFERRED_KINDS = {
+    Decision.APPROVED: ("allow_once", "allow_always"),
+    Decision.REJECTED: ("reject_once", "reject_always"),
+}
+
+
+def option_for(
+    action: ActionEvent, decision: Decision, option_id: str | None
+) -> PermissionChoice | None:
+    """The agent's option a decision picks: the one named, or the first of the preferred kind
+    (None: the agent offered no such option, and is answered `cancelled`). InvalidInput for an
+    id the agent did not offer, or one whose kind contradicts the decision asked for."""
+    if option_id is not None:
+        chosen = next((o for o in action.options if o.option_id == option_id), None)
+        if chosen is None:
+            offered = ", ".join(f"{o.option_id} ({o.kind})" for o in action.options) or "none"
+            raise InvalidInput(f"the agent offered no option {option_id!r} (offered: {offered}).")
+        if decision == Decision.REJECTED and chosen.allows:
+            raise InvalidInput(f"option {option_id!r} allows the action; approve with it instead.")
+        return chosen
+    for kind in PREFERRED_KINDS[decision]:
+        for option in action.options:
+            if option.kind == kind:
+                return option
+    return None
+
+
+def _lease_live(conversation: Conversation) -> bool:
+    expires = conversation.lease_expires_at
+    return (
+        conversation.lease_token is not None and expires is not None and (expires > timezone.now())
+    )
+
+
 def _decide(
-    conversation_id, action_ids: list[str] | None, *, decision: Decision, by, reason: str
-) -> int:
-    """Record decisions; `None` means every pending action. Returns how many were decided."""
+    conversation_id, action_ids: list[str] | None, *, decision: Decision, by, reason: str,
+    option_id: str | None = None,
+) -> list[Decision]:  # fmt: skip
+    """Record decisions; `None` means every pending action. Returns what was decided for
+    each (an external agent's option may turn an approval into a rejection)."""
     name = _name(by)
     with transaction.atomic():
         conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
@@ -133,22 +188,30 @@ def _decide(
             raise Conflict("this action was already decided, or nothing is waiting.")
         chosen = [pending[i] for i in (action_ids or list(pending)) if i in pending]
         appended: list = []
+        decided: list[tuple[ActionEvent, ActionDecisionEvent]] = []
         for action in chosen:
-            appended.append(
-                ActionDecisionEvent(
-                    action_id=action.id, tool_call_id=action.tool_call_id,
-                    decision=decision, by=name, reason=reason,
-                )
+            option = option_for(action, decision, option_id) if action.options else None
+            effective = decision
+            if option is not None:
+                effective = Decision.APPROVED if option.allows else Decision.REJECTED
+            event = ActionDecisionEvent(
+                action_id=action.id, tool_call_id=action.tool_call_id,
+                decision=effective, by=name, reason=reason,
+                option_id=option.option_id if option is not None else None,
             )  # fmt: skip
-            if decision == Decision.REJECTED:
+            decided.append((action, event))
+            appended.append(event)
+            if effective == Decision.REJECTED:
                 appended.append(rejected_observation(action, source="user", by=name, reason=reason))
         if len(chosen) == len(pending):  # the batch is decided: the run goes on
-            conversation.run_slice = new_slice_id()
-            conversation.run_slice_due_at = slice_due_at()
-            conversation.save(update_fields=["run_slice", "run_slice_due_at", "updated_at"])
-            enqueue_slice_on_commit(
-                conversation.pk, conversation.run_slice, worker_host=conversation.worker_host
-            )
+            if not (conversation.agent and _lease_live(conversation)):
+                conversation.run_slice = new_slice_id()
+                conversation.run_slice_due_at = slice_due_at()
+                conversation.save(update_fields=["run_slice", "run_slice_due_at", "updated_at"])
+                enqueue_slice_on_commit(
+                    conversation.pk, conversation.run_slice, worker_host=conversation.worker_host,
+                    agent=conversation.agent,
+                )  # fmt: skip
             appended.append(
                 StatusChangeEvent(
                     status=Status.RUNNING, previous=Status.WAITING_FOR_CONFIRMATION,
@@ -156,32 +219,43 @@ def _decide(
                 )
             )  # fmt: skip
         store.append(conversation.pk, appended)
-        for action in chosen:
+        for action, event in decided:
             audit_record(
-                actor=by, kind=f"action.{decision}", team=conversation.team_id,
+                actor=by, kind=f"action.{event.decision}", team=conversation.team_id,
                 target=str(conversation.pk),
                 data={"tool": action.tool, "risk": action.risk, "rules": action.risk_rules,
-                      **({"reason": reason} if reason else {})},
+                      **({"reason": reason} if reason else {}),
+                      **({"option": event.option_id} if event.option_id else {})},
             )  # fmt: skip
-    return len(chosen)
+    return [event.decision for _, event in decided]
 
 
-def action_approve(*, conversation_id, action_id: str, by) -> None:
-    _decide(conversation_id, [action_id], decision=Decision.APPROVED, by=by, reason="")
+def action_approve(
+    *, conversation_id, action_id: str, by, option_id: str | None = None
+) -> Decision:
+    """Approve a held action (for an external agent: with its option `option_id`, which may
+    be a reject option); returns the decision recorded."""
+    return _decide(
+        conversation_id, [action_id], decision=Decision.APPROVED, by=by, reason="",
+        option_id=option_id,
+    )[0]  # fmt: skip
 
 
-def action_reject(*, conversation_id, action_id: str, by, reason: str = "") -> None:
+def action_reject(
+    *, conversation_id, action_id: str, by, reason: str = "", option_id: str | None = None
+) -> None:
     _decide(
         conversation_id,
         [action_id],
         decision=Decision.REJECTED,
         by=by,
         reason=reason.strip()[:2000],
+        option_id=option_id,
     )
 
 
 def actions_approve_all(*, conversation_id, by) -> int:
-    return _decide(conversation_id, None, decision=Decision.APPROVED, by=by, reason="")
+    return len(_decide(conversation_id, None, decision=Decision.APPROVED, by=by, reason=""))
 
 
 def conversations_waiting(user, team_id: int | None = None) -> QuerySet[Conversation]:

@@ -88,7 +88,9 @@ def parent_settle(parent_id: str) -> bool:
         parent = (
             Conversation.objects.select_for_update()
             .filter(pk=parent_id)
-            .only("id", "status", "worker_host", "run_slice", "run_slice_due_at", "parent_id")
+            .only(
+                "id", "status", "worker_host", "run_slice", "run_slice_due_at", "parent_id", "agent"
+            )
             .first()
         )
         if parent is None:
@@ -133,7 +135,9 @@ def parent_settle(parent_id: str) -> bool:
             parent.run_slice = new_slice_id()
             parent.run_slice_due_at = slice_due_at()
             parent.save(update_fields=["run_slice", "run_slice_due_at", "updated_at"])
-            enqueue_slice_on_commit(parent.pk, parent.run_slice, worker_host=parent.worker_host)
+            enqueue_slice_on_commit(
+                parent.pk, parent.run_slice, worker_host=parent.worker_host, agent=parent.agent
+            )
             appended.append(
                 StatusChangeEvent(
                     status=Status.RUNNING, previous=Status.WAITING_FOR_SUBAGENTS,

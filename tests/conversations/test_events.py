@@ -6,12 +6,17 @@ from pydantic import ValidationError
 
 from conversations.events import (
     EVENT_ADAPTER,
+    AcpSessionEvent,
+    AcpStateEvent,
+    AcpTurnEvent,
     ActionDecisionEvent,
     ActionEvent,
     ActionStartedEvent,
     AgentErrorEvent,
     AgentMessageEvent,
+    AgentThoughtEvent,
     ObservationEvent,
+    PlanEvent,
     RunFinishedEvent,
     RunStartedEvent,
     Status,
@@ -56,6 +61,27 @@ EXAMPLES = [
         results=[{"conversation_id": "k1", "name": "a", "status": "finished", "answer": "42"}],
         usage=Usage(cost_usd=0.25),
     ),
+    ActionEvent(
+        tool_call_id="t1",
+        tool="edit",
+        arguments='{"path": "a.py"}',
+        title="Edit a.py",
+        kind="edit",
+        locations=["a.py:3"],
+        requires_confirmation=True,
+        options=[{"option_id": "yes", "name": "Allow", "kind": "allow_once"}],
+    ),  # fmt: skip
+    ObservationEvent(
+        tool_call_id="t1",
+        tool="edit",
+        content="edited",
+        diffs=[{"path": "a.py", "old_text": "x", "new_text": "y"}],
+    ),  # fmt: skip
+    AgentThoughtEvent(text="thinking", message_id="m1"),
+    PlanEvent(entries=[{"content": "read", "priority": "high", "status": "completed"}]),
+    AcpSessionEvent(agent="claude-code", session_id="s1", how="loaded", load_supported=True),
+    AcpStateEvent(mode="plan", commands=[{"name": "init", "description": "set up"}]),
+    AcpTurnEvent(stop_reason="end_turn", usage=Usage(prompt_tokens=5, completion_tokens=2)),
 ]
 
 
