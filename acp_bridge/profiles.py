@@ -47,8 +47,9 @@ DEFAULT_TURN_TIMEOUT_SECONDS = 1800
 SITE_SETTING = "CANVAS_ACP_AGENTS"
 SITE_FIELDS = frozenset(
     {"command", "args", "env", "secrets", "default_mode", "idle_timeout_seconds",
-     "turn_timeout_seconds"}
+     "turn_timeout_seconds", "readonly", "network"}
 )  # fmt: skip
+MAX_READONLY = 16
 
 Source = Literal["preset", "site", "team"]
 
@@ -96,6 +97,12 @@ class AcpProfile:
     team_id: int | None = None
     """Set for a team's own profile: whose secrets its references name."""
     source: Source = "preset"
+    readonly: tuple[str, ...] = ()
+    """Host paths the sandboxed agent sees read-only (its installation, its interpreter):
+    site profiles only, since a path names the worker's own disk."""
+    network: Literal["none", "host"] = "none"
+    """"host" lets the agent reach its model's API, where the site and the team's policy
+    allow a network at all (workspaces.sandbox.effective_network); else no network."""
 
     @property
     def secret_names(self) -> tuple[str, ...]:
@@ -119,13 +126,24 @@ def _frozen_env(env: Mapping[str, EnvValue] | None = None) -> Mapping[str, EnvVa
 PRESETS: dict[str, AcpProfile] = {
     profile.name: profile
     for profile in (
-        AcpProfile(name="claude-code", command="claude-agent-acp", secrets=("ANTHROPIC_API_KEY",)),
-        AcpProfile(name="codex", command="codex-acp", secrets=("OPENAI_API_KEY", "CODEX_API_KEY")),
+        AcpProfile(
+            name="claude-code",
+            command="claude-agent-acp",
+            secrets=("ANTHROPIC_API_KEY",),
+            network="host",
+        ),
+        AcpProfile(
+            name="codex",
+            command="codex-acp",
+            secrets=("OPENAI_API_KEY", "CODEX_API_KEY"),
+            network="host",
+        ),
         AcpProfile(
             name="gemini",
             command="gemini",
             args=("--acp",),
             secrets=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+            network="host",
         ),  # fmt: skip
     )
 }
@@ -254,6 +272,28 @@ def clean_timeout(value: Any, what: str) -> int:
 # ---- the site setting ----
 
 
+def clean_readonly(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > MAX_READONLY:
+        raise AcpProfileValueError(f'"readonly" must be a list of at most {MAX_READONLY} paths.')
+    paths = []
+    for item in value:
+        text = _text(item, "readonly path", MAX_ARG_CHARS)
+        if not text.startswith("/") or ".." in text.split("/"):
+            raise AcpProfileValueError(f"readonly path {text!r} must be absolute, without '..'.")
+        paths.append(text)
+    return tuple(paths)
+
+
+def clean_network(value: Any) -> Literal["none", "host"]:
+    if value in (None, "none"):
+        return "none"
+    if value == "host":
+        return "host"
+    raise AcpProfileValueError('"network" must be "none" or "host".')
+
+
 def _site_profile(name: str, spec: Any) -> AcpProfile:
     if not isinstance(spec, Mapping):
         raise AcpProfileValueError('its value must be an object with at least "command".')
@@ -276,6 +316,8 @@ def _site_profile(name: str, spec: Any) -> AcpProfile:
             spec.get("turn_timeout_seconds", DEFAULT_TURN_TIMEOUT_SECONDS), "turn_timeout_seconds"
         ),
         source="site",
+        readonly=clean_readonly(spec.get("readonly")),
+        network=clean_network(spec.get("network")),
     )
 
 

@@ -57,12 +57,17 @@ def _depart(**_: object) -> None:
 @celeryd_after_setup.connect
 def _consume_host_queue(sender: str, instance, **_: object) -> None:
     # Conversations with a local workspace are pinned to the host that holds it; every worker
-    # also listens on its host's queue (see orchestration.chain.dispatch.slice_queue).
+    # also listens on its host's queue, and an ACP worker on its host's ACP queue (see
+    # orchestration.chain.dispatch.slice_queue).
     from django.conf import settings
 
-    from orchestration.chain.dispatch import host_queue
+    from orchestration.chain.dispatch import ACP_QUEUE, host_queue
 
-    instance.app.amqp.queues.select_add(host_queue(settings.CANVAS_WORKER_HOST))
+    queues = instance.app.amqp.queues
+    if not queues.consume_from or set(queues.consume_from) - {ACP_QUEUE}:
+        queues.select_add(host_queue(settings.CANVAS_WORKER_HOST))
+    if ACP_QUEUE in queues.consume_from:  # an ACP worker (`-Q acp`): also its host's ACP turns
+        queues.select_add(host_queue(settings.CANVAS_WORKER_HOST, base=ACP_QUEUE))
 
 
 @worker_init.connect

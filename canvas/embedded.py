@@ -47,11 +47,16 @@ class EmbeddedWorker:
         """Start the worker; with `wait=False` return at once and let it warm up (it loads
         LiteLLM first, seconds) in the background: the server answers meanwhile, and tasks
         sent before it is ready wait in the in-memory broker."""
-        from orchestration.chain.dispatch import host_queue
+        from orchestration.chain.dispatch import ACP_QUEUE, host_queue
 
         app.finalize()
         app.set_current()
-        queues = [app.conf.task_default_queue, host_queue(settings.CANVAS_WORKER_HOST)]
+        here = settings.CANVAS_WORKER_HOST
+        # One worker for everything here: our own agents' slices and external agents' turns.
+        queues = [
+            app.conf.task_default_queue, host_queue(here),
+            ACP_QUEUE, host_queue(here, base=ACP_QUEUE),
+        ]  # fmt: skip
         worker_thread = threading.Thread(
             target=self._run, args=(queues,), name="embedded-celery", daemon=True
         )

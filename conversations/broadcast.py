@@ -24,6 +24,10 @@ EVENTS_MESSAGE_TYPE = "conversation.events"
 TREE_MESSAGE_TYPE = "conversation.tree"
 """A hint that a conversation's agent tree changed (a descendant's status or steps): pages
 re-read the tree. It carries no seqs: it says nothing about the conversation's own log."""
+DELTA_MESSAGE_TYPE = "conversation.delta"
+"""Live text of an external agent's message, thought or tool call while it streams: shown at
+once, never stored (the log gets the aggregated event when it is complete). Lost deltas are
+harmless: the stored event replaces whatever a page showed of them."""
 INLINE_PAYLOAD_LIMIT = 64_000
 """Bytes of JSON above which a hint carries seqs only and consumers read the rows."""
 
@@ -95,6 +99,9 @@ def coalesce(batch: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[st
     merged: list[tuple[str, dict[str, Any]]] = []
     unsequenced: set[tuple[str, str]] = set()
     for group, message in batch:
+        if message.get("type") == DELTA_MESSAGE_TYPE:  # each one carries new text
+            merged.append((group, message))
+            continue
         if "first_seq" not in message:
             key = (group, message.get("type", ""))
             if key not in unsequenced:
@@ -166,3 +173,14 @@ def publish_tree_changed(conversation_ids: Iterable[uuid.UUID | str]) -> None:
     agent tree changed. Call after commit: the pages read the tree from the database."""
     for conversation_id in dict.fromkeys(str(c) for c in conversation_ids):
         _publisher.publish(conversation_group(conversation_id), {"type": TREE_MESSAGE_TYPE})
+
+
+def publish_delta(
+    conversation_id: uuid.UUID | str, *, kind: str, key: str, text: str, title: str = ""
+) -> None:
+    """Send live text: `kind` "message", "thought" or "tool" (a tool call's progress), `key`
+    the message or tool call id it belongs to, `text` what arrived (already redacted)."""
+    _publisher.publish(
+        conversation_group(conversation_id),
+        {"type": DELTA_MESSAGE_TYPE, "kind": kind, "key": key, "text": text, "title": title},
+    )

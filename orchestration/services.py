@@ -157,6 +157,23 @@ def _agent_config(*, team: Team, model: str, requested: dict[str, Any]) -> Agent
     )
 
 
+def _external_agent(name: str, *, team: Team) -> str:
+    """The ACP profile `name` as the team may use it: InvalidInput when the team has no such
+    profile (naming those it has) or its policy does not allow `acp:NAME`."""
+    from acp_bridge.profiles import UnknownAcpProfileError, acp_profile_get
+
+    try:
+        profile = acp_profile_get(name, team.pk)
+    except UnknownAcpProfileError as exc:
+        raise InvalidInput(str(exc)) from None
+    if not policy_for_team(team.pk).agent_kind_allowed(f"acp:{profile.name}"):
+        raise InvalidInput(
+            f"team {team.name!r} does not allow the external agent {profile.name!r} by policy "
+            f"(allowed_agent_kinds needs acp:{profile.name})."
+        )
+    return profile.name
+
+
 def _workspace_spec(spec: WorkspaceSpec | None, *, team: Team) -> WorkspaceSpec:
     """The spec to store, its image resolved (the site's default unless one was asked for):
     InvalidInput naming the policy rule a kind or image breaks, when no Docker engine answers,
@@ -211,14 +228,22 @@ def conversation_create(
     max_cost_usd: float | None = None,
     tools: list[str] | None = None,
     unrestricted_workspace: bool = False,
+    agent: str | None = None,
 ) -> Conversation:
     """Create a conversation whose first user message is `prompt`, and start its run.
 
     `workspace` names its folder; `workspace_spec` says what kind of workspace it is and
     where its files start from, within the team's policy (default: local, empty). The
-    optional limits may only tighten the team's policy (teams.policies.tighten)."""
+    optional limits may only tighten the team's policy (teams.policies.tighten). `agent`
+    names an external ACP agent's profile to run instead of our own agent and `model`."""
     _check_text(prompt)
     chosen = _team_for(owner, team)
+    if agent:
+        return _external_create(
+            owner=owner, prompt=prompt, team=chosen, agent=_external_agent(agent, team=chosen),
+            workspace=workspace, workspace_spec=workspace_spec, title=title,
+            unrestricted_workspace=unrestricted_workspace,
+        )  # fmt: skip
     config = _agent_config(
         team=chosen,
         model=model,
@@ -260,6 +285,46 @@ def conversation_create(
         audit_record(
             actor=owner, kind="conversation.created", team=conversation.team,
             target=str(conversation.pk), data={"model": model},
+        )  # fmt: skip
+    conversation.refresh_from_db()
+    return conversation
+
+
+def _external_create(
+    *, owner: AbstractBaseUser | None, prompt: str, team: Team, agent: str,
+    workspace: str | None, workspace_spec: WorkspaceSpec | None, title: str | None,
+    unrestricted_workspace: bool,
+) -> Conversation:  # fmt: skip
+    """An external agent's conversation: no system prompt or tools of ours (the agent brings
+    its own); its first turn starts on the ACP workers."""
+    spec = _workspace_spec(workspace_spec, team=team)
+    if spec.kind != "local":
+        raise InvalidInput(
+            f"external agents run in local workspaces; {spec.kind} workspaces are not supported "
+            "for them yet."
+        )
+    conversation = Conversation(
+        owner=owner, team=team, model="", agent=agent, workspace_spec=spec.as_json(),
+    )  # fmt: skip
+    conversation.title = redacted_title(team, title or default_title(prompt))
+    conversation.workspace_path = str(
+        _workspace_path(
+            workspace,
+            conversation_id=str(conversation.pk),
+            team_id=team.pk,
+            person=owner,
+            unrestricted=unrestricted_workspace,
+        )  # fmt: skip
+    )
+    sender = owner.get_username() if owner is not None else None
+    with transaction.atomic():
+        conversation.save()
+        events: list = [UserMessageEvent(text=prompt, sender=sender)]
+        events += run_start(conversation, Status.IDLE, sender or "api")
+        store.append(conversation.pk, events)
+        audit_record(
+            actor=owner, kind="conversation.created", team=conversation.team,
+            target=str(conversation.pk), data={"agent": agent},
         )  # fmt: skip
     conversation.refresh_from_db()
     return conversation

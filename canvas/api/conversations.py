@@ -87,6 +87,11 @@ class ConversationIn(Schema):
     tools: list[Text(100)] | None = Field(
         default=None, max_length=100, description="Default: all the team allows."
     )
+    agent: Text(64) | None = Field(
+        default=None,
+        description="An external ACP agent's profile name (GET /api/teams/{id}/acp-agents): it "
+        "runs instead of our own agent and `model`, where the team's policy allows acp:NAME.",
+    )
 
 
 class ConversationPatch(Schema):
@@ -116,6 +121,7 @@ class ConversationOut(Schema):
     title: str
     status: str
     model: str
+    agent: str = Field(default="", description="The external ACP agent it runs; empty: ours.")
     workspace: str = Field(
         description="The workspace's name in the team's area (a path for older conversations)."
     )
@@ -170,6 +176,7 @@ def _out(c: Conversation) -> dict[str, Any]:
         "title": c.title,
         "status": c.status,
         "model": c.model,
+        "agent": c.agent,
         "workspace": c.workspace_name,
         "workspace_spec": spec_of(c.workspace_spec).as_json(),
         "closed_at": c.closed_at,
@@ -231,6 +238,7 @@ def conversation_create(
             risk_threshold=body.risk_threshold,
             max_cost_usd=body.max_cost_usd,
             tools=body.tools,
+            agent=body.agent,
         )
         return 201, _out(conversation)
 

@@ -27,6 +27,9 @@ class Command(BaseCommand):
         parser.add_argument("prompt")
         parser.add_argument("--model", default=settings.CANVAS_DEFAULT_MODEL)
         parser.add_argument(
+            "--agent", default=None, help="An external ACP agent's profile name instead of --model."
+        )
+        parser.add_argument(
             "--workspace",
             default=None,
             help="Directory the agent works in: an absolute path is used as given (the operator's"
@@ -63,6 +66,7 @@ class Command(BaseCommand):
                     # A local operator may point at any directory; the API and the UI never can.
                     unrestricted_workspace=True,
                     team=options["team"],
+                    agent=options["agent"],
                 )
             except ServiceError as exc:
                 raise CommandError(exc.detail) from exc
