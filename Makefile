@@ -15,7 +15,7 @@ TEST_INSTALLED := $(VENV)/.installed-test-$(DEPS_SUM)
 # setuptools warns about editable installs at every build; nothing to act on here.
 PIP_INSTALL := PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet
 
-.PHONY: up test install install-test services docker-engine sandbox-image lint bench
+.PHONY: up test install install-test services docker-engine sandbox-image lint bench acp-agents
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -61,7 +61,25 @@ docker-engine:
 	@for i in $$(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done; docker info >/dev/null 2>&1 || { echo "the Docker engine did not come up (see /tmp/canvas-dockerd.log)" >&2; exit 1; }
 	@dpkg -s busybox-static bash-static >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static bash-static >/dev/null)
 
-test: install-test services docker-engine
+# Real third-party ACP agents for tests/acp_bridge/test_real_agent.py, pinned in
+# tests/acp_bridge/npm/package-lock.json and installed with `npm ci` into .acp-agents/ (again only
+# when the lock changes: the stamp's name carries its checksum). Lifecycle scripts are off: the
+# pinned packages need none (the agent's native CLI comes as an npm platform package). Debian's
+# nodejs and npm when there is no node.
+ACP_AGENTS := .acp-agents
+ACP_LOCK := tests/acp_bridge/npm/package-lock.json
+ACP_AGENTS_STAMP := $(ACP_AGENTS)/.installed-$(firstword $(shell cksum $(ACP_LOCK)))
+
+$(ACP_AGENTS_STAMP): $(ACP_LOCK) tests/acp_bridge/npm/package.json
+	@command -v node >/dev/null && command -v npm >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null)
+	@mkdir -p $(ACP_AGENTS)
+	cp tests/acp_bridge/npm/package.json $(ACP_LOCK) $(ACP_AGENTS)/
+	npm ci --prefix $(ACP_AGENTS) --ignore-scripts --no-audit --no-fund --loglevel=error
+	@rm -f $(ACP_AGENTS)/.installed-* && touch $@
+
+acp-agents: $(ACP_AGENTS_STAMP)
+
+test: install-test services docker-engine acp-agents
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) LITELLM_LOCAL_MODEL_COST_MAP=True \
 		$(PY) -m pytest $(PYTEST_ARGS)
 
