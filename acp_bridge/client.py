@@ -103,6 +103,7 @@ class WorkspaceClient:
         self._known: set[str] = set()
         self._held: dict[str, list[SessionUpdate]] = defaultdict(list)
         self._terminals: dict[str, Terminal] = {}
+        self._released: dict[str, str] = {}
         self._cancelled: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
 
     # -- sessions ----------------------------------------------------------------------------
@@ -256,6 +257,13 @@ class WorkspaceClient:
         )
         return TerminalOutputResponse(output=text, truncated=truncated, exit_status=exit_status)
 
+    def terminal_text(self, terminal_id: str) -> str | None:
+        """A terminal's output so far, for what we record of the tool call showing it."""
+        terminal = self._terminals.get(terminal_id)
+        if terminal is None:
+            return self._released.get(terminal_id)
+        return terminal.output()[0]
+
     async def wait_for_terminal_exit(
         self, session_id: str, terminal_id: str, **kwargs: Any
     ) -> WaitForTerminalExitResponse:
@@ -273,6 +281,10 @@ class WorkspaceClient:
     ) -> ReleaseTerminalResponse:
         terminal = self._terminals.pop(terminal_id, None)
         if terminal is not None:
+            # An agent may report the call (naming this terminal) after releasing it.
+            self._released[terminal_id] = terminal.output()[0]
+            while len(self._released) > MAX_TERMINALS:
+                self._released.pop(next(iter(self._released)))
             await terminal.release()
         return ReleaseTerminalResponse()
 

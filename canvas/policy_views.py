@@ -21,7 +21,13 @@ from django.views.decorators.http import require_POST
 from common.errors import ServiceError
 from teams.models import Team
 from teams.permissions import Action
-from teams.policies import EDITABLE, EffectivePolicy, policy_layers, policy_update
+from teams.policies import (
+    ACP_TOOL_KINDS,
+    EDITABLE,
+    EffectivePolicy,
+    policy_layers,
+    policy_update,
+)
 from teams.vocabulary import ConfirmationMode, NetworkAccess, Risk
 
 from .settings_pages import SettingsPage, administers, settings_team
@@ -42,6 +48,11 @@ def _shown(key: str, value: Any) -> str:
         return NetworkAccess(value).label
     if isinstance(value, bool):
         return "allowed" if value else "forbidden"
+    if key == "acp_auto_allow_kinds":
+        # Not an allow-list: empty grants nothing.
+        return ", ".join(value) if value else "none (ask for every request)"
+    if key == "acp_permission_timeout_seconds":
+        return "the site's limit" if value is None else f"{value} s"
     if key in ("allowed_tools", "allowed_agent_kinds", "allowed_workspace_kinds", "allowed_images"):
         if value is None:
             return "all the site offers" if key == "allowed_images" else "all"
@@ -53,10 +64,17 @@ def _shown(key: str, value: Any) -> str:
     return str(value)
 
 
+def _in_force(key: str, effective: EffectivePolicy) -> Any:
+    # The site's setting caps the permission wait beyond what the rows say.
+    if key == "acp_permission_timeout_seconds":
+        return int(effective.acp_permission_timeout())
+    return getattr(effective, key)
+
+
 def _rows(team_policy: EffectivePolicy | None, site: EffectivePolicy | None, effective):
     for key in EDITABLE:
         own = getattr(team_policy, key) if team_policy is not None else None
-        in_force = getattr(effective, key)
+        in_force = _in_force(key, effective)
         yield {
             "key": key,
             "label": PolicyForm.base_fields[key].label,
@@ -71,7 +89,7 @@ def _rows(team_policy: EffectivePolicy | None, site: EffectivePolicy | None, eff
 def _initial(team_policy: EffectivePolicy | None) -> dict[str, Any]:
     current = team_policy or BUILT_IN
     data = {key: getattr(current, key) for key in EDITABLE}
-    for key in ("allowed_tools", "allowed_agent_kinds"):
+    for key in ("allowed_tools", "allowed_agent_kinds", "acp_auto_allow_kinds"):
         data[key] = ", ".join(data[key] or ())
     return data
 
@@ -87,6 +105,8 @@ def _context(
         "has_site_row": layers.site is not None,
         "has_team_row": layers.team is not None,
         "site_max_iterations": settings.CANVAS_MAX_ITERATIONS,
+        "site_acp_permission_timeout": settings.CANVAS_ACP_PERMISSION_TIMEOUT_SECONDS,
+        "acp_tool_kinds": ACP_TOOL_KINDS,
         "can_administer": administers(request, team),
         "form": form or PolicyForm(initial=_initial(layers.team)),
         "notice": notice,

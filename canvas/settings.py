@@ -196,8 +196,9 @@ CANVAS_GIT_REPOS = json.loads(os.environ.get("CANVAS_GIT_REPOS") or "{}")
 CANVAS_GIT_LOCAL_ROOTS = _env_list("CANVAS_GIT_LOCAL_ROOTS", "")
 # Site-wide ACP agent profiles (acp_bridge/profiles.py; issue 14): JSON {"NAME": {"command":
 # ..., "args": [...], "env": {"VAR": "text" or {"secret": "TEAM_SECRET"}}, "secrets": [...],
-# "default_mode", "idle_timeout_seconds", "turn_timeout_seconds"}}. Checked here, so a malformed
-# value stops the server at startup with an ImproperlyConfigured naming the key.
+# "default_mode", "idle_timeout_seconds", "turn_timeout_seconds", "readonly": [host paths the
+# sandboxed agent may read, e.g. its installation], "network": "none" | "host"}}. Checked here,
+# so a malformed value stops the server at startup with an ImproperlyConfigured naming the key.
 
 
 def _acp_agents() -> dict:
@@ -209,6 +210,13 @@ def _acp_agents() -> dict:
 
 
 CANVAS_ACP_AGENTS = _acp_agents()
+# The longest ACP turn any profile may run: bounds the task (and its lease keeper) of a turn.
+CANVAS_ACP_MAX_TURN_SECONDS = float(os.environ.get("CANVAS_ACP_MAX_TURN_SECONDS", "86400"))
+# How long an external agent's permission request waits for a person before it is answered as
+# rejected; a team policy may only shorten it (teams.policies).
+CANVAS_ACP_PERMISSION_TIMEOUT_SECONDS = int(
+    os.environ.get("CANVAS_ACP_PERMISSION_TIMEOUT_SECONDS") or 600
+)
 # Recovery time: a dead runner's run continues at most lease + sweep seconds after its last
 # renewal, a lost slice message within two sweep periods; 10 + 5 puts every run back to work
 # within 15 s of Redis or Postgres returning (orchestration/chain/sweep.py).

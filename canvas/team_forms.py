@@ -177,12 +177,23 @@ class PolicyForm(forms.Form):
     max_concurrent_children = forms.IntegerField(
         required=False, label="Children at once", widget=_unlimited()
     )
+    acp_auto_allow_kinds = forms.CharField(
+        max_length=200, required=False, label="Grant without asking (tool kinds)",
+        widget=forms.TextInput(attrs={"placeholder": "none: ask for every request"}),
+    )  # fmt: skip
+    acp_permission_timeout_seconds = forms.IntegerField(
+        required=False, label="Wait for a person (seconds)",
+        widget=forms.NumberInput(attrs={"placeholder": "the site's limit"}),
+    )  # fmt: skip
 
     def clean_allowed_tools(self) -> list[str]:
         return _names(self.cleaned_data["allowed_tools"])
 
     def clean_allowed_agent_kinds(self) -> list[str]:
         return _names(self.cleaned_data["allowed_agent_kinds"])
+
+    def clean_acp_auto_allow_kinds(self) -> list[str]:
+        return _names(self.cleaned_data["acp_auto_allow_kinds"])
 
 
 PROVIDERS = [

@@ -403,6 +403,14 @@ class AcpStateEvent(BaseEvent):
     context_size: int | None = None
 
 
+class AcpPromptEvent(BaseEvent):
+    """These user messages go to the external agent as one prompt. Written before it is sent:
+    a prompt with no AcpTurnEvent after it was lost with its worker, never re-sent blindly."""
+
+    type: Literal["acp.prompt"] = "acp.prompt"
+    message_ids: list[str]
+
+
 class AcpTurnEvent(BaseEvent):
     """One ACP turn ended: the agent's stop reason and what the turn cost, when it said."""
 
@@ -440,6 +448,7 @@ Event = Annotated[
     | PlanEvent
     | AcpSessionEvent
     | AcpStateEvent
+    | AcpPromptEvent
     | AcpTurnEvent,
     Field(discriminator="type"),
 ]
@@ -473,6 +482,7 @@ KNOWN_TYPES: frozenset[str] = frozenset(
         PlanEvent,
         AcpSessionEvent,
         AcpStateEvent,
+        AcpPromptEvent,
         AcpTurnEvent,
     )
 )
@@ -508,6 +518,7 @@ def event_from_payload(type_: str, payload: dict[str, Any]) -> AnyEvent:
 __all__ = [
     "HOOK_SENDER_PREFIX",
     "AcpCommand",
+    "AcpPromptEvent",
     "AcpSessionEvent",
     "AcpStateEvent",
     "AcpTurnEvent",

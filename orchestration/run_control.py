@@ -100,8 +100,8 @@ GOING = frozenset({Status.RUNNING, Status.WAITING_FOR_SUBAGENTS})
 """What Pause and Interrupt stop: a run taking steps, or one waiting for its sub-agents."""
 
 
-def _running(conversation: Conversation) -> None:
-    if conversation.status not in GOING:
+def _running(conversation: Conversation, going: frozenset[Status] = GOING) -> None:
+    if conversation.status not in going:
         raise Conflict(f"the conversation is not running (it is {conversation.status}).")
 
 
@@ -262,7 +262,8 @@ def conversation_interrupt(*, conversation_id, by: AbstractBaseUser | None) -> N
     Resume continues the conversation."""
     with transaction.atomic():
         conversation = _locked(conversation_id)
-        _running(conversation)
+        # An external agent's turn goes on while it waits for a person: Interrupt cancels it.
+        _running(conversation, STOPPABLE if conversation.agent else GOING)
         reason = f"interrupted by {_name(by)}"
         _end_run(conversation, reason, interrupt=True)
         _subtree_end(conversation, GOING, reason, interrupt=True)

@@ -230,6 +230,16 @@ class Policy(models.Model):
     max_concurrent_children = models.PositiveIntegerField(
         null=True, blank=True, help_text="Children of one parent running at once."
     )
+    # External (ACP) agents' permission requests (issue 14). Unlike the allow-lists above, an
+    # empty list here grants nothing: auto-allowing loosens, so empty must be the safe default.
+    acp_auto_allow_kinds = models.JSONField(
+        default=list, blank=True,
+        help_text="ACP tool kinds allowed without asking (read, search, ...); empty: ask for all.",
+    )  # fmt: skip
+    acp_permission_timeout_seconds = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="How long a permission request waits for a person before it is rejected.",
+    )  # fmt: skip
     updated_at = models.DateTimeField(auto_now=True)
     updated_by = _updated_by()
 

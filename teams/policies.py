@@ -43,6 +43,11 @@ MAX_COST_USD = Decimal("99999999")  # what Policy's DecimalField(12, 4) can hold
 MAX_ITERATIONS = 10_000
 AGENT_KIND = re.compile(r"^(native|acp:[A-Za-z0-9_.-]{1,60})$")
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+ACP_TOOL_KINDS = (
+    "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode",
+    "other",
+)  # fmt: skip
+"""The tool kinds an external (ACP) agent's permission request carries (the ACP ToolKind)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +93,14 @@ class EffectivePolicy:
     one run and one parent at a time may have. Unlike the other limits these default to the
     site's CANVAS_SUBAGENT_* settings, which also cap every row (`SUBAGENT_LIMITS`), so a
     policy with no rows still allows depth 3, 5 children per call and so on."""
+    acp_auto_allow_kinds: tuple[str, ...] = ()
+    """ACP tool kinds whose permission requests the runner grants (the agent's allow_once
+    option) without asking a person. Not an allow-list: empty grants none, and since granting
+    loosens, rows intersect and no rows grant nothing (`GRANT_LISTS`)."""
+    acp_permission_timeout_seconds: int | None = None
+    """How long a permission request waits for a person before it is answered as rejected;
+    None: the site's CANVAS_ACP_PERMISSION_TIMEOUT_SECONDS, which caps every value too
+    (`acp_permission_timeout`)."""
 
     def tool_allowed(self, name: str) -> bool:
         return self.allowed_tools is None or name in self.allowed_tools
@@ -102,6 +115,16 @@ class EffectivePolicy:
         """The Docker images this team may use: the site's list, narrowed by the policy."""
         site = tuple(settings.CANVAS_DOCKER_IMAGES)
         return _intersect(site, self.allowed_images) or ()
+
+    def acp_auto_allows(self, kind: str | None) -> bool:
+        """May an external agent's request for a tool of this kind be granted unasked? A
+        request without a kind always goes to a person."""
+        return kind is not None and kind in self.acp_auto_allow_kinds
+
+    def acp_permission_timeout(self) -> float:
+        """Seconds a permission request waits for a person: the policy's, capped by the site."""
+        site = settings.CANVAS_ACP_PERMISSION_TIMEOUT_SECONDS
+        return float(min_limit(self.acp_permission_timeout_seconds, site))
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly: tuples as lists, money as floats."""
@@ -145,13 +168,22 @@ ALLOW_LISTS = frozenset(
     ("allowed_tools", "allowed_agent_kinds", "allowed_workspace_kinds", "allowed_images")
 )
 """EffectivePolicy's allow-lists: stored as JSON lists, where empty means no restriction."""
+GRANT_LISTS = frozenset(("acp_auto_allow_kinds",))
+"""Lists of what is granted without asking: empty grants nothing. They intersect like the
+allow-lists, but as tuples, never None."""
+
+
+def _list_value(key: str, value: Any) -> Any:
+    if key in ALLOW_LISTS:
+        return _allow_list(value)
+    if key in GRANT_LISTS:
+        return tuple(dict.fromkeys(value or ()))
+    return value
 
 
 def _from_row(row: Policy) -> EffectivePolicy:
     values = {f.name: getattr(row, f.name) for f in dataclass_fields(EffectivePolicy)}
-    return EffectivePolicy(
-        **{k: _allow_list(v) if k in ALLOW_LISTS else v for k, v in values.items()}
-    )
+    return EffectivePolicy(**{k: _list_value(k, v) for k, v in values.items()})
 
 
 RANKED = {
@@ -160,14 +192,14 @@ RANKED = {
     "network": NETWORK_RANK,
     "subagents_allowed": ALLOWED_RANK,
 }
-"""Fields whose stricter value is the higher ranked; allow-lists intersect; the rest are limits
-(the smaller wins, None being no limit)."""
+"""Fields whose stricter value is the higher ranked; allow-lists and grant lists intersect; the
+rest are limits (the smaller wins, None being no limit)."""
 
 
 def _stricter(name: str, a: Any, b: Any) -> Any:
     if name in RANKED:
         return stricter_rank(a, b, RANKED[name])
-    if name in ALLOW_LISTS:
+    if name in ALLOW_LISTS or name in GRANT_LISTS:
         return _intersect(a, b)
     return min_limit(a, b)
 
@@ -340,6 +372,7 @@ EDITABLE = (
     "max_iterations_per_run", "max_cost_per_run_usd", "max_cost_per_month_usd",
     "max_concurrent_runs", "network", "allowed_workspace_kinds", "allowed_images",
     "docker_cpus", "docker_memory_mb", "docker_pids", *SUBAGENT_LIMITS,
+    "acp_auto_allow_kinds", "acp_permission_timeout_seconds",
 )  # fmt: skip
 MAX_DOCKER_CPUS = 1024.0
 MAX_DOCKER_MEMORY_MB = 4 * 1024 * 1024
@@ -348,6 +381,7 @@ MAX_SUBAGENT_DEPTH = 20
 MAX_CHILDREN_PER_CALL = 100
 MAX_CHILDREN_PER_RUN = 10_000
 MAX_CONCURRENT_CHILDREN = 1_000
+MAX_ACP_PERMISSION_TIMEOUT_SECONDS = 86_400
 WORKSPACE_KIND = re.compile(rf"^({'|'.join(KINDS)})$")
 
 
@@ -359,6 +393,20 @@ def _names(value: Any, field: str, pattern: re.Pattern[str]) -> list[str]:
     bad = [v for v in value if not isinstance(v, str) or not pattern.fullmatch(v)]
     if bad:
         raise InvalidInput(f"{field} has invalid entries: {', '.join(map(repr, bad))}.")
+    return list(dict.fromkeys(value))
+
+
+def _kinds(value: Any, field: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise InvalidInput(f"{field} must be a list of tool kinds.")
+    bad = [v for v in value if v not in ACP_TOOL_KINDS]
+    if bad:
+        raise InvalidInput(
+            f"{field} has invalid entries: {', '.join(map(repr, bad))}; "
+            f"the tool kinds are {', '.join(ACP_TOOL_KINDS)}."
+        )
     return list(dict.fromkeys(value))
 
 
@@ -422,6 +470,10 @@ _CLEANERS: dict[str, Callable[[Any, str], Any]] = {
     "max_children_per_call": lambda value, key: _count(value, key, MAX_CHILDREN_PER_CALL),
     "max_children_per_run": lambda value, key: _count(value, key, MAX_CHILDREN_PER_RUN),
     "max_concurrent_children": lambda value, key: _count(value, key, MAX_CONCURRENT_CHILDREN),
+    "acp_auto_allow_kinds": _kinds,
+    "acp_permission_timeout_seconds": (
+        lambda value, key: _count(value, key, MAX_ACP_PERMISSION_TIMEOUT_SECONDS)
+    ),
 }
 """How each editable field is checked and normalised (the service's own words on refusal)."""
 

@@ -14,7 +14,7 @@ from common.inputs import Int, Key, MoneyDecimal, Text
 from teams import profiles
 from teams.models import ModelProfile, Policy
 from teams.permissions import Action
-from teams.policies import EDITABLE, policy_for_team, policy_update
+from teams.policies import ACP_TOOL_KINDS, EDITABLE, policy_for_team, policy_update
 from teams.services import team_get_for
 from teams.vocabulary import (
     ConfirmationMode,
@@ -79,6 +79,17 @@ class PolicyIn(Schema):
     max_concurrent_children: Int(ge=1) | None = Field(
         default=None, description="Children of one parent running at once; site default 8."
     )
+    acp_auto_allow_kinds: list[Text(20)] = Field(
+        default_factory=list,
+        description=f"External (ACP) agents' tool kinds whose permission requests are granted "
+        f"without asking ({', '.join(ACP_TOOL_KINDS)}). Unlike the lists above, empty grants "
+        "none: every request asks a person. Only kinds the site default also grants apply.",
+    )
+    acp_permission_timeout_seconds: Int(ge=1) | None = Field(
+        default=None,
+        description="How long a permission request waits for a person before it is answered "
+        "as rejected; the site caps it (CANVAS_ACP_PERMISSION_TIMEOUT_SECONDS, default 600).",
+    )
 
 
 class PolicyFields(Schema):
@@ -101,6 +112,8 @@ class PolicyFields(Schema):
     max_children_per_call: int | None
     max_children_per_run: int | None
     max_concurrent_children: int | None
+    acp_auto_allow_kinds: list[str]
+    acp_permission_timeout_seconds: int | None
 
 
 class PolicyOut(Schema):
@@ -108,7 +121,7 @@ class PolicyOut(Schema):
     """The team's own row; null until an admin sets one."""
     effective: PolicyFields
     """What is enforced: the stricter of the site default and the team's row. In allow-lists
-    here, null means all and [] means none."""
+    here, null means all and [] means none; acp_auto_allow_kinds is never null."""
 
 
 class ProfileFields(Schema):

@@ -50,12 +50,23 @@ def slice_queue(worker_host: str, *, agent: str = "") -> str | None:
     return base
 
 
+def acp_time_limits() -> tuple[float, float]:
+    """(soft, hard) for an ACP turn's task: the longest turn the site allows, plus starting
+    the agent and a margin (a turn is bounded by its profile's own timeout well before)."""
+    soft = settings.CANVAS_ACP_MAX_TURN_SECONDS + 300.0
+    return soft, soft + 60.0
+
+
 def send_slice(
     conversation_id: uuid.UUID | str, slice_id: str, *, worker_host: str = "", agent: str = ""
 ) -> None:
+    limits: dict[str, float] = {}
+    if agent:
+        limits["soft_time_limit"], limits["time_limit"] = acp_time_limits()
     current_app.send_task(
         RUN_SLICE_TASK, args=[str(conversation_id), slice_id],
         queue=slice_queue(worker_host, agent=agent), retry=True, retry_policy=SEND_RETRY_POLICY,
+        **limits,
     )  # fmt: skip
 
 

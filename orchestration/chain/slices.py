@@ -32,6 +32,7 @@ from ..step.history import history_refresh
 from ..step.llm import LLMClient
 from ..step.loop import run_end_events
 from ..tasks import slice_time_limits
+from .dispatch import acp_time_limits
 from .heartbeat import Heartbeat
 from .lease import lease_claim, release
 from .transient import TRANSIENT_FAULTS, retry_transient
@@ -50,6 +51,10 @@ class SliceAgent(Protocol):
 def agent_for(
     conversation: Conversation, token: str, cancel: threading.Event, llm: LLMClient | None
 ) -> SliceAgent:
+    if conversation.agent:  # an external agent over ACP
+        from ..external.turn import AcpTurn
+
+        return AcpTurn(conversation, token, cancel)
     from ..step.runner import SliceRunner
 
     return SliceRunner(conversation, token, llm, cancel)
@@ -95,8 +100,9 @@ def _run_claimed(conversation_id: str, token: str, llm: LLMClient | None) -> boo
     try:
         # The task's time limits bound each slice too: Celery enforces them only in the
         # prefork pool, the lease keeper in every pool (heartbeat.py).
-        with Heartbeat(conversation_id, token, limits=slice_time_limits()) as heartbeat:
-            conversation = Conversation.objects.get(pk=conversation_id)
+        conversation = Conversation.objects.select_related("team").get(pk=conversation_id)
+        limits = acp_time_limits() if conversation.agent else slice_time_limits()
+        with Heartbeat(conversation_id, token, limits=limits) as heartbeat:
             agent_for(conversation, token, heartbeat.cancel, llm).run(
                 max_steps=settings.CANVAS_SLICE_STEPS,
                 max_seconds=settings.CANVAS_SLICE_SECONDS,

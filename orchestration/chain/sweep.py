@@ -1,8 +1,9 @@
 """The sweeper: revives running conversations whose runner died or whose next slice was lost.
 
 Two faults, one indexed query every `CANVAS_SWEEP_SECONDS`:
-- the runner died: its lease expired (`lease_expires_at`, renewed while it works). The run
-  gets a new slice id, which voids the dead runner's.
+- the runner died: its lease expired (`lease_expires_at`, renewed while it works; also while
+  an external agent's turn waits for a person's answer). The run gets a new slice id, which
+  voids the dead runner's.
 - the slice's message was lost (a broker restart or FLUSHALL, a send that failed, a task
   dropped past its retries): nobody claimed the slice by `run_slice_due_at`, which is set one
   sweep period after every send (`dispatch.slice_due_at`). The same slice id is sent again,
@@ -21,7 +22,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from conversations import store
-from conversations.events import AgentErrorEvent, Status
+from conversations.events import AgentErrorEvent, BaseEvent, Status, StatusChangeEvent
 from conversations.models import Conversation
 
 from .dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
@@ -39,8 +40,12 @@ def _stalled(now) -> Q:
     """Each arm matches one index, so Postgres ORs two small index scans (see models.py)."""
     running = {"status": Status.RUNNING}
     unclaimed = {**running, "lease_token__isnull": True}
+    # Only an external agent's turn holds its lease while it waits for a person (our own runs
+    # release theirs and wait in no task), so a waiting row with an expired lease lost its turn.
+    waiting = {"status": Status.WAITING_FOR_CONFIRMATION}
     return (
         Q(**running, lease_expires_at__lt=now)
+        | Q(**waiting, lease_expires_at__lt=now)
         | Q(**unclaimed, run_slice_due_at__lt=now)
         | Q(**unclaimed, run_slice_due_at__isnull=True)  # rows from before due times
     )
@@ -57,7 +62,7 @@ def sweep_runs() -> int:
             row = (
                 Conversation.objects.select_for_update()
                 .filter(_stalled(now), pk=pk)
-                .only("id", "run_slice", "lease_token", "worker_host", "agent")
+                .only("id", "run_slice", "lease_token", "worker_host", "agent", "status")
                 .first()
             )
             if row is None:
@@ -68,7 +73,16 @@ def sweep_runs() -> int:
             row.run_slice_due_at = slice_due_at()
             lease_drop(row)
             if died:
-                store.append(row.pk, [AgentErrorEvent(code=REVIVED, message=REVIVED_MESSAGE)])
+                revived: list[BaseEvent] = [AgentErrorEvent(code=REVIVED, message=REVIVED_MESSAGE)]
+                if row.status == Status.WAITING_FOR_CONFIRMATION:
+                    # Running again, so the new runner's claim may take the run and end the
+                    # lost turn (orchestration.external.turn).
+                    revived.append(
+                        StatusChangeEvent(
+                            status=Status.RUNNING, previous=row.status, reason="run revived"
+                        )
+                    )
+                store.append(row.pk, revived)
             enqueue_slice_on_commit(
                 row.pk, row.run_slice, worker_host=row.worker_host, agent=row.agent
             )

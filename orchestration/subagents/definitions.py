@@ -34,7 +34,7 @@ import yaml
 from workspaces import browse
 from workspaces.base import DirEntry, WorkspacePathError
 
-Source = Literal["builtin", "workspace", "team"]
+Source = Literal["builtin", "workspace", "team", "acp"]
 
 DEFINITIONS_DIR = ".agents/agents"
 MAX_FILE_BYTES = 64 * 1024
@@ -64,6 +64,9 @@ class AgentDefinition:
     instructions: str
     """Appended to the child's system prompt."""
     source: Source
+    acp_agent: str | None = None
+    """An external agent's ACP profile: the child is that agent's conversation (no model,
+    tools or system prompt of ours), its last message the answer (acp_types.py)."""
 
 
 GENERAL = AgentDefinition(

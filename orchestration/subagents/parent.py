@@ -38,6 +38,7 @@ from conversations.view import unanswered_actions
 from ..step.history import history_refresh
 from ..step.loop import parse_arguments
 from ..tools.base import Tool
+from .acp_types import acp_definitions
 from .definitions import SPAWNING_TOOLS, Catalog, available_definitions
 from .results import failure_text, observation_for
 from .settle import parent_settle, unsettled_rounds
@@ -69,8 +70,12 @@ class ParentSide:
         """Read once per slice: the team's definitions and the workspace's files may change
         between slices, and a new slice sees the change."""
         root = self.runner.workspace_root
+        team_id = self.runner.team_id
         return available_definitions(
-            team=team_agent_definitions(self.runner.team_id),
+            team=[
+                *team_agent_definitions(team_id),
+                *acp_definitions(team_id, self.runner.limits.policy),
+            ],
             workspace_root=Path(root) if root else None,
         )
 

@@ -162,6 +162,14 @@ def child_config(parent: Parent, definition: AgentDefinition, share: float | Non
         )
         if policy.tool_allowed(name)
     )  # fmt: skip
+    if definition.acp_agent is not None:
+        # The external agent brings its own model and tools; the log records its usage.
+        return AgentConfig(
+            model="", tools=(), max_iterations=parent.limits.max_iterations, system_prompt="",
+            confirmation_mode=parent.limits.confirmation_mode,
+            risk_threshold=parent.limits.risk_threshold, max_cost_usd=share,
+            depth=config.depth + 1,
+        )  # fmt: skip
     model = definition.model or config.model
     try:
         profile_get(model, parent.conversation.team_id)
@@ -199,12 +207,22 @@ def spawn_children(
             f"Unknown sub-agent type {', '.join(map(repr, unknown))}. Available: "
             f"{', '.join(catalog.names())}."
         )
+    row = parent.conversation
+    external = {a.agent: catalog.get(a.agent).acp_agent for a in asks}  # type: ignore[union-attr]
+    if any(external.values()) and spec_of(row.workspace_spec).kind != "local":
+        names = ", ".join(repr(name) for name, acp in external.items() if acp)
+        raise SpawnRefused(
+            f"Sub-agent type {names} is an external agent, which runs in local workspaces only; "
+            "this conversation's workspace is not local."
+        )
     share = _budget_share(parent, len(asks))
     configs = {a.agent: child_config(parent, catalog.get(a.agent), share) for a in asks}  # type: ignore[arg-type]
-    row = parent.conversation
     spec = spec_of(row.workspace_spec).model_copy(update={"source": None}).as_json()
     with transaction.atomic():
-        spawned = [_create_child(row, ask, configs[ask.agent], spec, tool_call_id) for ask in asks]
+        spawned = [
+            _create_child(row, ask, configs[ask.agent], spec, tool_call_id, external[ask.agent])
+            for ask in asks
+        ]
         event = SubagentsSpawnedEvent(
             tool_call_id=tool_call_id, tool=tool, round=round, children=spawned
         )
@@ -213,20 +231,25 @@ def spawn_children(
 
 def _create_child(
     parent: Conversation, ask: ChildAsk, config: AgentConfig, spec: dict[str, Any],
-    tool_call_id: str,
+    tool_call_id: str, acp_agent: str | None,
 ) -> ChildSpawn:  # fmt: skip
     child = Conversation(
         owner_id=parent.owner_id, team_id=parent.team_id, model=config.model,
+        agent=acp_agent or "",
         agent_config=config.model_dump(mode="json"), workspace_path=parent.workspace_path,
         workspace_spec=spec, worker_host=parent.worker_host, parent_id=parent.pk,
         parent_action_id=tool_call_id, subagent_type=ask.agent, name=ask.name[:100],
     )  # fmt: skip
     child.title = redacted_title(parent.team, f"{ask.name}: {default_title(ask.prompt)}")
     child.save()
-    events = [
+    # An external agent has its own system prompt: ours would only be noise in its log.
+    prompt = [] if acp_agent else [
         SystemPromptEvent(
             content=config.system_prompt, tools=[tool_schema(t) for t in tools_for(config.tools)]
-        ),
+        )
+    ]  # fmt: skip
+    events = [
+        *prompt,
         UserMessageEvent(text=ask.prompt),
         *run_start(child, Status.IDLE, f"parent {parent.pk}"),
     ]

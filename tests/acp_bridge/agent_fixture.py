@@ -17,6 +17,16 @@ answers with message chunks (JSON where a test needs to read a result):
     big N                       one message chunk of N characters
     escape OUTSIDE              reads /proc/1, /proc/<ppid> and every /proc/*/environ, tries to
                                 write OUTSIDE/escaped, $HOME/home-ok and ./inside-ok; reports
+    edit PATH TEXT...           an edit tool call that asks permission, then writes PATH (or
+                                not) and reports the call completed with a diff (or failed)
+    run CMD ARG...              an execute tool call showing a terminal running CMD
+    state                       mode, usage (with a cost) and commands updates
+    echo                        {"session", "loaded", "prompt"}: the whole prompt it was sent
+    slow N                      N message chunks, 0.2 s apart (a turn to interrupt)
+
+The command is the prompt's last paragraph, so a prompt with history before it still works.
+With FIXTURE_LOAD=1 in its environment the agent offers session/load, and replays one user
+and one agent chunk for the loaded session before answering.
 
 `new_session` sends an available-commands update before its answer, so a client sees an update
 for a session id it does not know yet.
@@ -36,13 +46,16 @@ from typing import Any
 import acp
 from acp import helpers
 from acp.schema import (
+    AgentCapabilities,
     AvailableCommand,
     EnvVariable,
     InitializeResponse,
+    LoadSessionResponse,
     NewSessionResponse,
     PermissionOption,
     PromptResponse,
     ToolCallUpdate,
+    UsageUpdate,
 )
 
 
@@ -50,12 +63,24 @@ class FixtureAgent:
     def __init__(self) -> None:
         self._conn: Any = None
         self._cancelled: dict[str, asyncio.Event] = {}
+        self._loaded: set[str] = set()
 
     def on_connect(self, conn: Any) -> None:
         self._conn = conn
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
-        return InitializeResponse(protocol_version=acp.PROTOCOL_VERSION)
+        loads = os.environ.get("FIXTURE_LOAD") == "1"
+        return InitializeResponse(
+            protocol_version=acp.PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(load_session=loads),
+        )
+
+    async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> LoadSessionResponse:
+        self._cancelled[session_id] = asyncio.Event()
+        self._loaded.add(session_id)
+        await self._conn.session_update(session_id, helpers.update_user_message_text("earlier"))
+        await self._conn.session_update(session_id, helpers.update_agent_message_text("replayed"))
+        return LoadSessionResponse()
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
         session_id = f"sess-{uuid.uuid4().hex[:8]}"
@@ -76,7 +101,8 @@ class FixtureAgent:
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         text = "".join(getattr(block, "text", "") for block in prompt)
-        name, _, rest = text.partition(" ")
+        self._prompt = text
+        name, _, rest = text.rsplit("\n\n", 1)[-1].partition(" ")
         self._cancelled[session_id].clear()
         result = await getattr(self, "_do_" + name.replace("-", "_"))(session_id, rest)
         return PromptResponse(stop_reason=result or "end_turn")
@@ -201,6 +227,86 @@ class FixtureAgent:
                 writes[path] = f"error: {exc}"
         report = {"pid": os.getpid(), "ppid": os.getppid(), "environs": environs, "writes": writes}
         await self._say(session_id, json.dumps(report))
+
+    async def _do_edit(self, session_id: str, rest: str) -> None:
+        path, _, content = rest.partition(" ")
+        say = self._conn.session_update
+        call = f"edit-{uuid.uuid4().hex[:6]}"
+        await say(session_id, helpers.start_edit_tool_call(call, f"Edit {path}", path, content))
+        response = await self._conn.request_permission(
+            session_id=session_id,
+            tool_call=ToolCallUpdate(tool_call_id=call, title=f"Edit {path}", kind="edit"),
+            options=[
+                PermissionOption(option_id="yes", name="Allow", kind="allow_once"),
+                PermissionOption(option_id="always", name="Always allow", kind="allow_always"),
+                PermissionOption(option_id="no", name="Reject", kind="reject_once"),
+            ],
+        )
+        chosen = getattr(response.outcome, "option_id", None)
+        if chosen in ("yes", "always"):
+            await self._conn.write_text_file(session_id=session_id, path=path, content=content)
+            await say(
+                session_id,
+                helpers.update_tool_call(
+                    call, status="completed",
+                    content=[helpers.tool_diff_content(path, content, None)],
+                ),
+            )  # fmt: skip
+            await self._say(session_id, f"edited {path}")
+        else:
+            await say(session_id, helpers.update_tool_call(call, status="failed"))
+            await self._say(session_id, f"refused ({response.outcome.outcome})")
+
+    async def _do_run(self, session_id: str, rest: str) -> None:
+        command, *args = rest.split(" ")
+        say = self._conn.session_update
+        await say(session_id, helpers.start_tool_call("run-1", f"Run {rest}", kind="execute",
+                                                      status="in_progress"))  # fmt: skip
+        terminal = await self._conn.create_terminal(
+            session_id=session_id, command=command, args=args
+        )
+        tid = terminal.terminal_id
+        await say(
+            session_id,
+            helpers.update_tool_call("run-1", content=[helpers.tool_terminal_ref(tid)]),
+        )
+        await self._conn.wait_for_terminal_exit(session_id=session_id, terminal_id=tid)
+        await say(
+            session_id,
+            helpers.update_tool_call(
+                "run-1", status="completed", content=[helpers.tool_terminal_ref(tid)]
+            ),
+        )
+        await self._conn.release_terminal(session_id=session_id, terminal_id=tid)
+        await self._say(session_id, "ran it")
+
+    async def _do_state(self, session_id: str, rest: str) -> None:
+        say = self._conn.session_update
+        await say(session_id, helpers.update_current_mode("plan"))
+        await say(
+            session_id,
+            UsageUpdate(
+                session_update="usage_update", used=1200, size=200000,
+                cost={"amount": 0.25, "currency": "USD"},
+            ),
+        )  # fmt: skip
+        await say(
+            session_id,
+            helpers.update_available_commands([AvailableCommand(name="init", description="x")]),
+        )
+
+    async def _do_echo(self, session_id: str, rest: str) -> None:
+        report = {"session": session_id, "loaded": session_id in self._loaded,
+                  "prompt": self._prompt}  # fmt: skip
+        await self._say(session_id, json.dumps(report))
+
+    async def _do_slow(self, session_id: str, rest: str) -> str:
+        for index in range(int(rest)):
+            if self._cancelled[session_id].is_set():
+                return "cancelled"
+            await self._say(session_id, f"chunk {index} ")
+            await asyncio.sleep(0.2)
+        return "end_turn"
 
 
 if __name__ == "__main__":

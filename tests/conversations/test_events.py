@@ -6,6 +6,7 @@ from pydantic import ValidationError
 
 from conversations.events import (
     EVENT_ADAPTER,
+    AcpPromptEvent,
     AcpSessionEvent,
     AcpStateEvent,
     AcpTurnEvent,
@@ -81,6 +82,7 @@ EXAMPLES = [
     PlanEvent(entries=[{"content": "read", "priority": "high", "status": "completed"}]),
     AcpSessionEvent(agent="claude-code", session_id="s1", how="loaded", load_supported=True),
     AcpStateEvent(mode="plan", commands=[{"name": "init", "description": "set up"}]),
+    AcpPromptEvent(message_ids=["m1", "m2"]),
     AcpTurnEvent(stop_reason="end_turn", usage=Usage(prompt_tokens=5, completion_tokens=2)),
 ]
 

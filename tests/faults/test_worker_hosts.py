@@ -128,7 +128,7 @@ def test_with_shared_workspaces_a_run_on_a_gone_host_moves(user, settings, monke
     assert sweep_stranded_runs() == 1
     row = Conversation.objects.get(pk=conversation.pk)
     assert row.status == "running" and row.worker_host == ""
-    assert sent == [(str(conversation.pk), row.run_slice, {})]
+    assert sent == [(str(conversation.pk), row.run_slice, {"agent": ""})]
     assert "agent.error" not in [e.type for e in events_of(conversation)]
 
 

@@ -1,0 +1,66 @@
+"""The environment an external agent is spawned with: its profile's, nothing of the worker's.
+
+Literal values as written; a `SecretRef` as the named team secret's value (an error naming
+it when the team has no such secret); the profile's `secrets` under their own names when the
+team has them (those it lacks are remembered, to name them if the agent asks to
+authenticate). PATH and HOME come from the sandbox and the profile, never from the worker.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from acp_bridge.profiles import AcpProfile, SecretRef
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+@dataclass(frozen=True)
+class AgentEnvironment:
+    env: dict[str, str] = field(default_factory=dict, repr=False)
+    missing: tuple[str, ...] = ()
+    """Secrets of `profile.secrets` the team does not have."""
+    readonly: tuple[str, ...] = ()
+    """Where a bare command was found on PATH: its directory, for the sandbox to show."""
+    error: str | None = None
+
+
+def agent_environment(profile: AcpProfile, team_id: int) -> AgentEnvironment:
+    from teams.secrets import secret_values_for_team
+
+    values = secret_values_for_team(team_id) if profile.secret_names else {}
+    env: dict[str, str] = {"PATH": DEFAULT_PATH}
+    for name, value in profile.env.items():
+        if isinstance(value, SecretRef):
+            if value.secret not in values:
+                return AgentEnvironment(
+                    error=(
+                        f"The agent profile {profile.name!r} sets {name} from the team secret "
+                        f"{value.secret}, which the team does not have: an admin can add it "
+                        "on the team's Secrets page."
+                    )
+                )
+            env[name] = values[value.secret]
+        else:
+            env[name] = value
+    missing = []
+    for name in profile.secrets:
+        if name in values:
+            env.setdefault(name, values[name])
+        else:
+            missing.append(name)
+    return AgentEnvironment(env=env, missing=tuple(missing), readonly=_command_dir(profile, env))
+
+
+def _command_dir(profile: AcpProfile, env: dict[str, str]) -> tuple[str, ...]:
+    """A bare command outside the system directories (say /opt/agents/bin) is only visible in
+    the sandbox when its directory is; absolute commands are the profile's `readonly` job."""
+    if os.path.isabs(profile.command):
+        return ()
+    for directory in env.get("PATH", DEFAULT_PATH).split(os.pathsep):
+        candidate = os.path.join(directory, profile.command)
+        if os.access(candidate, os.X_OK):
+            real = os.path.dirname(os.path.realpath(candidate))
+            return tuple(dict.fromkeys([directory, real]))
+    return ()
