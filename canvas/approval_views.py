@@ -35,6 +35,7 @@ from .views import DETAIL_TEMPLATE, _back, _conversation_or_404, _pending_cards
 APPROVALS_TEMPLATE = "canvas/approvals.html"
 WAITING_LIMIT = 50
 MAX_REASON_CHARS = 2000
+MAX_OPTION_ID_CHARS = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,8 @@ class DecidedCard:
     decision: Decision
     by: str
     reason: str = ""
+    option_id: str | None = None
+    """The external agent's option it answered with, when the card offered options."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,18 +62,25 @@ class RejectForm(forms.Form):
     reason = forms.CharField(required=False, max_length=MAX_REASON_CHARS, strip=True)
 
 
+class ApproveForm(forms.Form):
+    option_id = forms.CharField(required=False, max_length=MAX_OPTION_ID_CHARS, strip=False)
+    """An external agent's option (its button); blank: approve as for our own tools."""
+
+
 def _decided(
     request: HttpRequest,
     conversation: Conversation,
     action_id: str,
     decision: Decision,
     reason: str,
+    option_id: str | None = None,
 ) -> HttpResponse:
     if not request.htmx:
         return _back(request, conversation, None)
+    by = request.user.get_username()
     context = {
         "conversation_id": str(conversation.pk),
-        "decision": DecidedCard(action_id, decision, request.user.get_username(), reason),
+        "decision": DecidedCard(action_id, decision, by, reason, option_id),
     }
     return render(request, DETAIL_TEMPLATE + "#approval-decided", context)
 
@@ -99,13 +109,20 @@ def action_approve(
     request: HttpRequest, conversation_id: uuid.UUID, action_id: str
 ) -> HttpResponse:
     conversation = _conversation_or_404(request, conversation_id, Action.ACT)
+    form = ApproveForm(request.POST)
+    if not form.is_valid():
+        error = ServiceError(f"the option id must be at most {MAX_OPTION_ID_CHARS} characters.")
+        return _refused(request, conversation, action_id, error)
+    option_id = form.cleaned_data["option_id"] or None
     try:
-        approvals.action_approve(
-            conversation_id=conversation.pk, action_id=action_id, by=request.user
-        )
+        # An option of a reject kind records a rejection: the card says what was recorded.
+        decision = approvals.action_approve(
+            conversation_id=conversation.pk, action_id=action_id, by=request.user,
+            option_id=option_id,
+        )  # fmt: skip
     except ServiceError as exc:
         return _refused(request, conversation, action_id, exc)
-    return _decided(request, conversation, action_id, Decision.APPROVED, "")
+    return _decided(request, conversation, action_id, decision, "", option_id)
 
 
 @login_required

@@ -3,7 +3,8 @@
 The channel layer only hints that events were committed; the log in the database is the
 truth. A consumer subscribes first, then reads what it missed, then forwards hints, always by
 seq: each event reaches the client once and in order, including events appended while the
-client's history was being replayed.
+client's history was being replayed. Live deltas (an external agent's text as it streams)
+carry no seq and are sent as they come, never replayed.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from .ws_close import CloseCode
 from .ws_origin import origin_allowed
 
 CATCH_UP_PAGE = 500
+DELTA_FIELDS = ("kind", "key", "text", "title")
+"""What a JSON client gets of a broadcast delta."""
 SAFETY_POLL_SECONDS = settings.CANVAS_SAFETY_POLL_SECONDS
 """How often an idle socket checks the log itself, in case the hint for the last event of a
 burst was lost (the channel layer is at-most-once)."""
@@ -198,6 +201,10 @@ class EventRelayConsumer(AsyncWebsocketConsumer):
     async def send_records(self, records: list[dict[str, Any]]) -> None:
         raise NotImplementedError
 
+    async def conversation_delta(self, message: dict[str, Any]) -> None:
+        """broadcast.DELTA_MESSAGE_TYPE: an external agent's live text. Ignored unless a
+        subclass shows it; Channels closes a consumer that has no handler for a message."""
+
     async def relayed(self) -> None:
         """Called with the relay lock held once a catch-up or a hint is relayed, however many
         pages it took: what sums up the records just sent (a header) is sent once, here."""
@@ -224,6 +231,14 @@ class EventStreamConsumer(EventRelayConsumer):
     async def send_records(self, records: list[dict[str, Any]]) -> None:
         for record in records:
             await self.send(text_data=json.dumps(record))
+
+    async def conversation_delta(self, message: dict[str, Any]) -> None:
+        """Live text as `{"type": "delta", kind, key, text, title}`: no seq, never resumed;
+        the stored event for `key` follows with the whole text."""
+        if self.last_seq is None or self.closing:
+            return
+        fields = {name: message.get(name, "") for name in DELTA_FIELDS}
+        await self.send(text_data=json.dumps({"type": "delta", **fields}))
 
 
 class NoRouteConsumer(AsyncWebsocketConsumer):

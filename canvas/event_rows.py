@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from conversations.events import (
     KNOWN_TYPES,
+    AcpStateEvent,
     ActionEvent,
     AnyEvent,
     ObservationEvent,
+    PermissionChoice,
     RunFinishedEvent,
     Status,
     StatusChangeEvent,
@@ -30,7 +32,7 @@ from conversations.events import (
 )
 from orchestration.control.risk import rule_explanation
 
-from .file_edits import FILE_EDITOR, DiffLine, FileEdit, file_edit, text_of
+from .file_edits import FILE_EDITOR, DiffLine, FileEdit, file_edit, text_of, unified_diff
 from .tool_output import ToolOutput, clip_output
 
 if TYPE_CHECKING:
@@ -45,6 +47,17 @@ class Argument:
     value: str
     block: bool
     """Long or multi-line: shown as a block rather than inline."""
+
+
+@dataclass(frozen=True, slots=True)
+class DiffView:
+    """One file an external agent's tool call changed, as a unified diff."""
+
+    path: str
+    lines: list[DiffLine]
+    hidden_lines: int = 0
+    """Lines past file_edits.MAX_DIFF_LINES, not shown."""
+    new_file: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +91,10 @@ class EventRow:
     """A result's call's seq, when the call is on the page."""
     note: str = ""
     """Words the stream adds: what was in flight when a run paused, why a result is late."""
+    diffs: list[DiffView] = field(default_factory=list)
+    """An external agent's file changes reported with a tool result."""
+    context_label: str = ""
+    """An acp.state's context use in a few characters: "12k/200k"."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +132,32 @@ def _arguments(action: ActionEvent) -> tuple[dict[str, Any] | None, list[Argumen
     return parsed, arguments
 
 
+def tokens_short(count: int) -> str:
+    """A token count for a small row: 950, 12k, 1.2M."""
+    if count < 1000:
+        return str(count)
+    if count < 10_000:
+        return f"{count / 1000:.1f}".removesuffix(".0") + "k"
+    if count < 1_000_000:
+        return f"{count // 1000}k"
+    return f"{count / 1_000_000:.1f}".removesuffix(".0") + "M"
+
+
+def _context_label(event: AcpStateEvent) -> str:
+    used, size = event.context_used, event.context_size
+    if used is None:
+        return ""
+    return tokens_short(used) + (f"/{tokens_short(size)}" if size else "")
+
+
+def diff_views(event: ObservationEvent) -> list[DiffView]:
+    views = []
+    for diff in event.diffs:
+        lines, hidden = unified_diff(diff.old_text, diff.new_text)
+        views.append(DiffView(diff.path, lines, hidden, new_file=diff.old_text is None))
+    return views
+
+
 def call_key(tool_call_id: str) -> str:
     """A tool_call_id as a DOM id part: provider ids are usually [A-Za-z0-9_-], but a model's
     id is not trusted, so anything else is hashed."""
@@ -131,6 +174,7 @@ def event_row(seq: int, event: AnyEvent) -> EventRow:
             kind="tool-result",
             call_key=call_key(event.tool_call_id),
             output=clip_output(event.content),
+            diffs=diff_views(event),
         )
     if isinstance(event, UnknownEvent):
         return EventRow(seq=seq, event=event, kind="unknown", details=_pretty(event.payload))
@@ -164,6 +208,8 @@ def event_row(seq: int, event: AnyEvent) -> EventRow:
         )
     if isinstance(event, StatusChangeEvent | RunFinishedEvent):
         return EventRow(seq=seq, event=event, kind=kind, status_label=status_label(event.status))
+    if isinstance(event, AcpStateEvent):
+        return EventRow(seq=seq, event=event, kind=kind, context_label=_context_label(event))
     return EventRow(seq=seq, event=event, kind=kind)
 
 
@@ -218,10 +264,20 @@ class ApprovalCard:
     arguments: list[Argument] = field(default_factory=list)
     """Whatever the views above do not show."""
     raw_arguments: str | None = None
+    title: str = ""
+    """An external agent's own words for the call; shown instead of the tool's name."""
+    kind: str | None = None
+    """An external agent's tool kind (read, edit, execute, ...)."""
+    locations: list[str] = field(default_factory=list)
+    options: list[PermissionChoice] = field(default_factory=list)
+    """An external agent's own answers, one button each; empty: Approve and Reject."""
 
     @property
     def summary(self) -> str:
-        """One line for lists: the command's first line, or the file operation and path."""
+        """One line for lists: the agent's title, the command's first line, or the file
+        operation and path."""
+        if self.title:
+            return self.title
         if self.command is not None:
             lines = self.command.strip().splitlines()
             first = lines[0] if lines else ""
@@ -244,6 +300,10 @@ def approval_card(pending: PendingAction) -> ApprovalCard:
         "risk": (pending.risk or "").upper(),
         "rules": rules,
         "thought": pending.thought or "",
+        "title": pending.title,
+        "kind": pending.kind,
+        "locations": list(pending.locations),
+        "options": list(pending.options),
     }
     args = pending.arguments
     if not isinstance(args, Mapping):

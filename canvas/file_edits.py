@@ -18,7 +18,7 @@ FILE_EDITOR = "file_editor"
 @dataclass(frozen=True, slots=True)
 class DiffLine:
     sign: str
-    """"+" added, "-" removed, " " unchanged."""
+    """"+" added, "-" removed, " " unchanged, "@" a hunk header (unified diffs)."""
     text: str
 
 
@@ -47,6 +47,26 @@ def line_diff(old: str, new: str) -> list[DiffLine]:
         if line[:1] in {"+", "-", " "}:
             lines.append(DiffLine(line[0], line[2:]))
     return lines
+
+
+MAX_DIFF_LINES = 400
+"""Lines of one unified diff shown; an agent rewriting a generated file should not make the
+page megabytes long (the Changes panel has the whole diff)."""
+
+
+def unified_diff(old: str | None, new: str) -> tuple[list[DiffLine], int]:
+    """A whole-file change as unified-diff lines (hunk headers as sign "@"), at most
+    MAX_DIFF_LINES of them, and how many more there were. `old` None: a new file."""
+    if old is None:
+        lines = [DiffLine("+", line) for line in new.splitlines()]
+    else:
+        raw = list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=3))
+        # The first two lines are the ---/+++ file headers; the template draws its own.
+        lines = [
+            DiffLine("@", line) if line.startswith("@@") else DiffLine(line[:1], line[1:])
+            for line in raw[2:]
+        ]
+    return lines[:MAX_DIFF_LINES], max(len(lines) - MAX_DIFF_LINES, 0)
 
 
 def file_edit(args: Mapping[str, Any]) -> FileEdit:

@@ -8,9 +8,10 @@ from django import forms
 from django.conf import settings
 from pydantic import ValidationError
 
+from acp_bridge.profiles import AcpProfile, acp_profiles_for
 from orchestration.services import MAX_PROMPT_CHARS
 from orchestration.step.profiles import BUILTIN_PROFILES
-from teams.policies import policy_for_team
+from teams.policies import EffectivePolicy, policy_for_team
 from workspaces.factory import kind_unavailable
 from workspaces.paths import WorkspaceNameError, check_name
 from workspaces.spec import KINDS, WorkspaceSpec
@@ -35,6 +36,21 @@ class _KindSelect(forms.Select):
         return option
 
 
+OUR_AGENT_LABEL = "Our agent (with the model below)"
+SOURCE_LABELS = {"team": "team profile", "site": "site profile", "preset": "preset"}
+
+
+def agents_allowed(team_id: int | None, policy: EffectivePolicy) -> list[AcpProfile]:
+    """The external (ACP) agent profiles the team can name whose kind `acp:NAME` its policy
+    allows: what the picker offers. The service checks again when one is chosen."""
+    return [p for p in acp_profiles_for(team_id) if policy.agent_kind_allowed(f"acp:{p.name}")]
+
+
+def _agent_choices(profiles: list[AcpProfile]) -> list:
+    external = [(p.name, f"{p.name} ({SOURCE_LABELS[p.source]})") for p in profiles]
+    return [("", OUR_AGENT_LABEL)] + ([("External agents (ACP)", external)] if external else [])
+
+
 class ConversationCreateForm(forms.Form):
     prompt = forms.CharField(
         max_length=MAX_PROMPT_CHARS,
@@ -46,8 +62,16 @@ class ConversationCreateForm(forms.Form):
             }
         ),
     )
+    agent = forms.CharField(
+        max_length=64, required=False, label="Agent", widget=forms.Select,
+        help_text="An external agent brings its own model (the Model field is then ignored) and "
+        "runs in a local workspace.",
+    )  # fmt: skip
+    """A profile name, or empty for our own agent; a Select, not a ChoiceField, so that a name
+    the team may not use is refused in the service's words (it names the policy rule)."""
     model = forms.CharField(
         max_length=200,
+        required=False,  # required for our own agent only (clean)
         widget=forms.TextInput(attrs={"list": "model-profiles", "autocomplete": "off"}),
         help_text="A model profile name, or a LiteLLM model id.",
     )
@@ -73,12 +97,16 @@ class ConversationCreateForm(forms.Form):
     )  # fmt: skip
 
     def __init__(self, *args, team_id: int | None = None, **kwargs) -> None:
-        """`team_id`: the team it starts in, whose policy lists the images offered."""
+        """`team_id`: the team it starts in, whose policy lists the images and the external
+        agents offered."""
         super().__init__(*args, **kwargs)
         self.fields["model"].initial = settings.CANVAS_DEFAULT_MODEL
-        images = (
-            policy_for_team(team_id).images() if team_id else tuple(settings.CANVAS_DOCKER_IMAGES)
-        )
+        # No team yet: the built-in defaults offer everything; the first conversation makes a
+        # personal team, and the service applies the site's policy to it.
+        policy = policy_for_team(team_id) if team_id else EffectivePolicy()
+        self.fields["agent"].widget.choices = _agent_choices(agents_allowed(team_id, policy))
+        self.fields["agent"].widget.attrs["aria-describedby"] = "agent-help"
+        images = policy.images() if team_id else tuple(settings.CANVAS_DOCKER_IMAGES)
         self.fields["image"].choices = [(name, name) for name in images]
         self.fields["image"].initial = settings.CANVAS_DOCKER_IMAGE
         widget = self.fields["workspace_kind"].widget
@@ -96,9 +124,17 @@ class ConversationCreateForm(forms.Form):
                 raise forms.ValidationError(str(exc)) from None
         return name
 
+    def clean_agent(self) -> str | None:
+        return self.cleaned_data["agent"].strip() or None
+
     def clean(self) -> dict[str, Any]:
-        """The workspace fields become one `workspace_spec` (the service's argument)."""
+        """The workspace fields become one `workspace_spec` (the service's argument); the
+        model is required for our own agent and ignored for an external one."""
         data = super().clean()
+        if data.get("agent"):
+            data["model"] = ""
+        elif "model" in data and not data["model"].strip():
+            self.add_error("model", self.fields["model"].error_messages["required"])
         kind = data.pop("workspace_kind", None) or "local"
         image = data.pop("image", None) or None
         repo, ref = data.pop("git_repo", "").strip(), data.pop("git_ref", "").strip()

@@ -16,6 +16,13 @@ settlement of this conversation's own children, and by the safety poll while som
 still change; at most once per TREE_RENDER_SECONDS however many hints arrive, always with a
 render after the last one, and only when it looks different from the last one sent.
 
+An external agent's live text (broadcast.DELTA_MESSAGE_TYPE) is relayed as it comes, without
+a read: the first delta of a key appends a bubble to `#live-stream`, each later one appends
+its text to that bubble, and the stored event that completes the key (a message, a thought, a
+tool result) deletes the bubble in the frame that appends its row; the end of the turn
+(acp.turn) deletes any left. Deltas are not resumed: a page that reconnects drops its
+bubbles (conversation.js) and the log says the rest.
+
 Access is decided at connect and re-checked when it may have changed (canvas.access_signals,
 and a timer), not per message: resuming reads the log after the page's seq, plus the row's
 stats once if the events replayed changed them, plus the pending actions only when the
@@ -36,6 +43,10 @@ from django.template.loader import render_to_string
 from common.errors import Forbidden, NotFound
 from conversations import store
 from conversations.events import (
+    AcpTurnEvent,
+    AgentMessageEvent,
+    AgentThoughtEvent,
+    ObservationEvent,
     Status,
     StatusChangeEvent,
     SubagentsSettledEvent,
@@ -49,7 +60,14 @@ from orchestration.control.approvals import pending_actions
 from .access import Action, aconversation_for
 from .agent_tree import aagent_tree_context
 from .consumers import EventRelayConsumer
-from .event_rows import ApprovalCard, EventRow, approval_card, event_row, event_row_from_record
+from .event_rows import (
+    ApprovalCard,
+    EventRow,
+    approval_card,
+    call_key,
+    event_row,
+    event_row_from_record,
+)
 from .stream import calls_in_flight, live_row, stop_note
 from .ws_close import CloseCode
 
@@ -63,6 +81,28 @@ TREE_CHANGED = frozenset({event_tag(SubagentsSpawnedEvent), event_tag(SubagentsS
 TREE_RENDER_SECONDS = 0.5
 """The least time between two reads of the agent tree on one socket: a parent with many
 busy children is hinted at on every child's step."""
+LIVE_KINDS = frozenset({"message", "thought", "tool"})
+TURN_ENDED = event_tag(AcpTurnEvent)
+LIVE_ENDS = {
+    event_tag(AgentMessageEvent): ("message", "llm_response_id"),
+    event_tag(AgentThoughtEvent): ("thought", "message_id"),
+    event_tag(ObservationEvent): ("tool", "tool_call_id"),
+}
+"""The stored event that completes a live key: its tag -> (delta kind, the field holding the key)."""
+MAX_LIVE_BUBBLES = 64
+"""Keys one socket tracks at once; an agent never streams this many without finishing one."""
+
+
+def live_id(kind: str, key: str) -> str:
+    """A live bubble's DOM id part: the kind too, since a thought and a message may share an
+    ACP message id."""
+    return f"{kind}-{call_key(key)}"
+
+
+def _live_end(record: dict[str, Any]) -> str | None:
+    end = LIVE_ENDS.get(record.get("type", ""))
+    key = record.get(end[1]) if end else None
+    return live_id(end[0], key) if end and isinstance(key, str) and key else None
 
 
 def _wants_header_refresh(record: dict[str, Any]) -> bool:
@@ -104,6 +144,8 @@ class ConversationPageConsumer(EventRelayConsumer):
 
     async def connect(self) -> None:
         self._tree_tasks: set[asyncio.Task] = set()
+        self.live_open: dict[str, None] = {}
+        """The bubbles this socket has drawn and not yet deleted, oldest first."""
         if not await self.authorize():
             return
         self.can_act = await self._allowed(Action.ACT)
@@ -135,11 +177,24 @@ class ConversationPageConsumer(EventRelayConsumer):
                 status = row.event.status.value  # type: ignore[union-attr]
                 context |= {"status": status, "status_label": row.status_label}
                 self.status_sent = status
-            await self.send(
-                text_data=render_to_string(f"{FRAGMENTS}#event-frame", {**context, "row": row})
-            )
+            html = render_to_string(f"{FRAGMENTS}#event-frame", {**context, "row": row})
+            for ended in self._live_ended(record):
+                html += render_to_string(f"{FRAGMENTS}#live-end", {"live_id": ended})
+            await self.send(text_data=html)
         self.header_due = self.header_due or any(_wants_header_refresh(r) for r in records)
         self.tree_due = self.tree_due or any(r.get("type") in TREE_CHANGED for r in records)
+
+    def _live_ended(self, record: dict[str, Any]) -> list[str]:
+        """The open bubbles this stored record replaces: its own key's, or at the end of a
+        turn every one left (a worker that died mid-stream never completes them)."""
+        if record.get("type") == TURN_ENDED:
+            ended, self.live_open = list(self.live_open), {}
+            return ended
+        key = _live_end(record)
+        if key is None or key not in self.live_open:
+            return []
+        del self.live_open[key]
+        return [key]
 
     async def _with_stop_note(self, row: EventRow) -> EventRow:
         """A pause or interrupt says what it left running (one log read, only for pauses)."""
@@ -179,6 +234,29 @@ class ConversationPageConsumer(EventRelayConsumer):
             waiting = status == Status.WAITING_FOR_CONFIRMATION
             cards = await _pending_cards(self.conversation_id) if waiting else []
             html += render_to_string(f"{FRAGMENTS}#approvals", {**context, "cards": cards})
+        await self.send(text_data=html)
+
+    async def conversation_delta(self, message: dict[str, Any]) -> None:
+        """broadcast.DELTA_MESSAGE_TYPE: new text of a message, thought or tool call."""
+        kind, key, text = message.get("kind"), message.get("key"), message.get("text")
+        if self.last_seq is None or self.closing or kind not in LIVE_KINDS:
+            return
+        if not isinstance(key, str) or not key or not isinstance(text, str) or not text:
+            return
+        target = live_id(kind, key)
+        context = {"live_id": target, "text": text}
+        if target in self.live_open:
+            await self.send(text_data=render_to_string(f"{FRAGMENTS}#live-append", context))
+            return
+        html = ""
+        if len(self.live_open) >= MAX_LIVE_BUBBLES:  # a stale bubble: its event never came
+            oldest = next(iter(self.live_open))
+            del self.live_open[oldest]
+            html = render_to_string(f"{FRAGMENTS}#live-end", {"live_id": oldest})
+        self.live_open[target] = None
+        title = message.get("title") if isinstance(message.get("title"), str) else ""
+        context |= {"kind": kind, "key": key, "call_key": call_key(key), "title": title}
+        html += render_to_string(f"{FRAGMENTS}#live-start", context)
         await self.send(text_data=html)
 
     async def conversation_tree(self, message: dict[str, Any]) -> None:

@@ -8,6 +8,11 @@
 // A lost connection shows a banner that stays in view, retried within seconds (or at once with
 // "Retry now"): the extension's own backoff doubles up to a minute, and once left a page 53 s
 // behind a restarted server.
+//
+// An external agent's live text arrives as bubbles in #live-stream, each deleted by the frame
+// that brings its stored event. Deltas are never replayed, so a new socket starts with none:
+// whatever a bubble showed is in the log by then, or will be. A tool's bubble belongs under its
+// call's card, once that card is on the page.
 (function () {
   "use strict";
 
@@ -40,6 +45,19 @@
     template.innerHTML = html;
     return Array.prototype.map.call(template.content.querySelectorAll("[data-seq]"), function (el) {
       return parseInt(el.dataset.seq, 10);
+    });
+  }
+
+  function dropLiveBubbles() {
+    document.querySelectorAll(".live-bubble").forEach(function (el) { el.remove(); });
+  }
+
+  function placeToolBubbles() {
+    document.querySelectorAll("#live-stream > .live-bubble[data-call-key]").forEach(function (el) {
+      var log = document.getElementById("call-log-" + el.dataset.callKey);
+      if (log) {
+        log.appendChild(el);
+      }
     });
   }
 
@@ -102,6 +120,7 @@
     socketWrapper = evt.detail.socketWrapper;
     setLive("live", "open");
     banner().hidden = true;
+    dropLiveBubbles(); // this socket never drew them, so it would never delete them
     socketWrapper.send(JSON.stringify({ resume: lastSeq() }));
   });
 
@@ -138,6 +157,7 @@
   });
 
   document.addEventListener("htmx:wsAfterMessage", function () {
+    placeToolBubbles(); // a bubble may come before its call's card: tried after every frame
     if (followBottom) {
       window.scrollTo(0, document.documentElement.scrollHeight);
     }
