@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, tuple[list[str], float]] = {
     "sandbox_overhead": ([], 300.0),
     "redaction": ([], 300.0),
     "subagents": ([], 600.0),
+    "acp_bridge": ([], 600.0),
 }
 
 
@@ -207,6 +208,29 @@ def subagent_rows(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def acp_rows(r: dict[str, Any]) -> list[Row]:
+    if "error" in r:
+        return [("ACP bridge", r["error"], "", False)]
+    bridge, bare, permission = r["bridge"], r["bare"], r["permission"]
+    rows: list[Row] = [
+        ("ACP turns that ended FINISHED", str(r["all_finished"]), "True", r["all_finished"]),
+        ("ACP session (a noop turn), bridge / bare SDK ms",
+         f"{bridge['noop']['median_ms']:.0f} / {bare['noop']['median_ms']:.0f}", "", None),
+    ]  # fmt: skip
+    for kind in ("chunks", "tools"):
+        rows.append(
+            (f"ACP per update ({kind}), bridge / bare SDK ms",
+             f"{bridge[f'{kind} per update ms']:.3f} / {bare[f'{kind} per update ms']:.3f}", "",
+             None)
+        )  # fmt: skip
+    rows.append(
+        ("ACP permission round trip, policy / person / bare SDK median ms",
+         " / ".join(f"{permission[k]['median_ms']:.1f}" for k in ("policy", "person", "bare")),
+         "", None)
+    )  # fmt: skip
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Smaller counts, for a smoke run.")
@@ -234,6 +258,7 @@ def main() -> None:
         ("sandbox_overhead", sandbox_rows),
         ("redaction", redaction_rows),
         ("subagents", subagent_rows),
+        ("acp_bridge", acp_rows),
     ):
         if name in results:
             rows.extend(make(results[name]))

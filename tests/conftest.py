@@ -174,10 +174,14 @@ class WorkerProcess:
         beat: bool = False,
         extra_env: dict[str, str] | None = None,
         pool_args: tuple[str, ...] = ("-P", "threads", "-c", "4"),
+        queues: tuple[str, ...] = (),
     ):
         self.tmp = tmp
         self.pool_args = pool_args
         """Empty: the plain command's defaults (canvas/settings.py)."""
+        self.queues = queues
+        """`-Q`; empty: the default queue. canvas.celery adds the host's queue (`host.X`)
+        unless only "acp" is named, and the host's ACP queue (`acp.host.X`) when it is named."""
         self.ready_file = tmp / f"worker-{uuid.uuid4().hex}.ready"
         self.log_path = tmp / f"{self.ready_file.stem}.log"
         self.beat = beat
@@ -202,6 +206,8 @@ class WorkerProcess:
             "-n", f"{self.ready_file.stem}@%h",
             "--without-heartbeat", "--without-mingle", "--without-gossip",
         ]  # fmt: skip
+        if self.queues:
+            argv += ["-Q", ",".join(self.queues)]
         if self.beat:
             argv += ["-B", "-s", str(self.tmp / f"{self.ready_file.stem}.beat")]
         self.log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()

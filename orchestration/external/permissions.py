@@ -5,8 +5,8 @@ answer it at once by the call's kind (`acp_auto_allow_kinds`: the agent's allow 
 kind, recorded as decided by "policy"); otherwise the conversation waits for confirmation
 and the request is in the approval inbox (orchestration.control.approvals, which records a
 person's decision), while this turn keeps the agent waiting for the answer. Decisions are read
-back from the log every POLL_SECONDS; a request nobody answers within the policy's timeout is
-rejected by the policy. Who answered is in the decision event and the audit log.
+back from the log every POLL_SECONDS; a request nobody answers within the policy's timeout
+is rejected by the policy. Who answered is in the decision event and the audit log.
 """
 
 from __future__ import annotations
@@ -38,7 +38,9 @@ if TYPE_CHECKING:
     from .driver import Outgoing, TurnDriver
     from .turn import AcpTurn
 
-POLL_SECONDS = 0.5
+POLL_SECONDS = 0.1
+"""How often a waiting request looks for a decision in the log (one small read): a person's
+answer reaches the agent within this."""
 POLICY = "policy"
 
 

@@ -58,7 +58,8 @@ from .permissions import PendingPermissions, closed_calls
 
 logger = logging.getLogger(__name__)
 
-POLL_SECONDS = 0.25
+POLL_SECONDS = 0.1
+"""How often the turn looks at its cancel flag and at decisions while the agent works."""
 REPLAY_CHARS = 40_000
 """How much of the conversation a new session is told when the old one cannot be loaded."""
 CONTINUE_PROMPT = "Continue where you left off."
@@ -186,18 +187,23 @@ class AcpTurn:
                     item = driver.outbox.get(timeout=POLL_SECONDS)
                 except queue.Empty:
                     item = None
+                # A burst of updates is one append (one transaction, one broadcast).
+                batch: list[BaseEvent] = []
                 while item is not None:
-                    if item.kind == "done":
-                        done = item
-                        break
                     if item.kind == "events":
-                        self.append(item.events)
+                        batch.extend(item.events)
                     else:
+                        self.append(batch)
+                        batch = []
+                        if item.kind == "done":
+                            done = item
+                            break
                         permissions.ask(item)
                     try:
                         item = driver.outbox.get_nowait()
                     except queue.Empty:
                         item = None
+                self.append(batch)
                 if done is None:
                     permissions.poll()
                     if self.cancel.is_set() and not cancel_sent:
