@@ -21,7 +21,10 @@ from .event_rows import EventRow
 
 
 def call_words(row: EventRow) -> str:
-    """A call in a few words: its command's first line, the file edit, or the tool's name."""
+    """A call in a few words: an external agent's title for it, its command's first line, the
+    file edit, or the tool's name."""
+    if isinstance(row.event, ActionEvent) and row.event.title:
+        return f"“{row.event.title}”"
     if row.command is not None:
         lines = row.command.strip().splitlines()
         return f"`{lines[0] if lines else ''}`" + (" …" if len(lines) > 1 else "")

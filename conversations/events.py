@@ -66,6 +66,9 @@ class SystemPromptEvent(BaseEvent):
     """The tools' JSON schemas as offered to the model for this conversation."""
 
 
+POLICY_DECIDER = "policy:team"
+"""`by` of a decision the team policy made: a colon is never in a username, so no person can
+pass for it."""
 HOOK_SENDER_PREFIX = "hook:"
 """Sender of the messages a Stop hook sends back to the agent: "hook:NAME"."""
 
@@ -244,7 +247,8 @@ class ActionDecisionEvent(BaseEvent):
     tool_call_id: str
     decision: Decision
     by: str
-    """Username of who decided ("policy" when the team policy answered an external agent)."""
+    """Username of who decided, or POLICY_DECIDER when the team policy answered an external
+    agent's request."""
     reason: str = ""
     option_id: str | None = None
     """The external agent's option chosen (its id, never its position), when it offered any."""

@@ -2,7 +2,7 @@
 
 Each request arrives as a held action carrying the agent's options. The team policy may
 answer it at once by the call's kind (`acp_auto_allow_kinds`: the agent's allow option, by
-kind, recorded as decided by "policy"); otherwise the conversation waits for confirmation
+kind, recorded as decided by the policy); otherwise the conversation waits for confirmation
 and the request is in the approval inbox (orchestration.control.approvals, which records a
 person's decision), while this turn keeps the agent waiting for the answer. Decisions are read
 back from the log every POLL_SECONDS; a request nobody answers within the policy's timeout
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 
 from conversations.events import (
+    POLICY_DECIDER,
     ActionDecisionEvent,
     ActionEvent,
     BaseEvent,
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 POLL_SECONDS = 0.1
 """How often a waiting request looks for a decision in the log (one small read): a person's
 answer reaches the agent within this."""
-POLICY = "policy"
+POLICY = POLICY_DECIDER
 
 
 @dataclass
@@ -144,7 +145,7 @@ class PendingPermissions:
                     decision=Decision.REJECTED, by=POLICY, reason=reason,
                     option_id=option.option_id if option is not None else None,
                 ),
-                rejected_observation(action, source=POLICY, by=POLICY, reason=reason),
+                rejected_observation(action, source="policy", by=POLICY, reason=reason),
             ]  # fmt: skip
             others = [a for a in self.asked if a != action.id]
             if not others and self.turn.status == Status.WAITING_FOR_CONFIRMATION:
@@ -173,7 +174,9 @@ class PendingPermissions:
                 )
             )  # fmt: skip
             if action.tool_call_id not in answered:
-                events.append(rejected_observation(action, source=POLICY, by=POLICY, reason=reason))
+                events.append(
+                    rejected_observation(action, source="policy", by=POLICY, reason=reason)
+                )
         self.asked.clear()
         return events
 

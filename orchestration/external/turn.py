@@ -24,6 +24,7 @@ from pathlib import Path
 from acp_bridge.profiles import UnknownAcpProfileError, acp_profile_get
 from conversations import store
 from conversations.events import (
+    POLICY_DECIDER,
     AcpPromptEvent,
     AcpSessionEvent,
     AcpTurnEvent,
@@ -262,7 +263,7 @@ class AcpTurn:
                 closing.append(
                     ActionDecisionEvent(
                         action_id=action.id, tool_call_id=action.tool_call_id,
-                        decision="rejected", by="policy", reason="the turn was lost",
+                        decision="rejected", by=POLICY_DECIDER, reason="the turn was lost",
                     )
                 )  # fmt: skip
             closing.append(interrupted_observation(action))

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conversations.events import (
+    POLICY_DECIDER,
     AcpPromptEvent,
     AcpSessionEvent,
     AcpStateEvent,
@@ -293,13 +294,17 @@ def test_the_policy_grants_a_kind_it_allows_without_asking(user, team, dispatche
     drive(dispatched)  # nobody answers: the turn never waits
     assert (Path(row(conversation).workspace_path) / "notes.txt").read_text() == "granted"
     decision = of(conversation, ActionDecisionEvent)[0]
-    assert (decision.decision, decision.by, decision.option_id) == ("approved", "policy", "yes")
+    assert (decision.decision, decision.by, decision.option_id) == (
+        "approved",
+        POLICY_DECIDER,
+        "yes",
+    )
     assert not of(conversation, ActionEvent)[0].requires_confirmation
     assert Status.WAITING_FOR_CONFIRMATION not in [
         e.status for e in events(conversation) if hasattr(e, "previous")
     ]
     audit = AuditRecord.objects.get(kind="action.approved", target=str(conversation.pk))
-    assert audit.data["by"] == "policy" and audit.data["option"] == "yes"
+    assert audit.data["by"] == POLICY_DECIDER and audit.data["option"] == "yes"
     assert row(conversation).status == Status.FINISHED
 
 
@@ -324,7 +329,11 @@ def test_no_answer_within_the_policys_timeout_rejects(user, team, dispatched):
     conversation = start(user, "edit notes.txt too-late", team=team.pk)
     drive(dispatched)
     decision = of(conversation, ActionDecisionEvent)[0]
-    assert (decision.decision, decision.by, decision.option_id) == ("rejected", "policy", "no")
+    assert (decision.decision, decision.by, decision.option_id) == (
+        "rejected",
+        POLICY_DECIDER,
+        "no",
+    )
     assert "within 1 s" in decision.reason
     assert not (Path(row(conversation).workspace_path) / "notes.txt").exists()
     assert approvals.pending_actions(conversation.pk) == []

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from conversations.events import (
+    POLICY_DECIDER,
     AcpSessionEvent,
     ActionDecisionEvent,
     ActionEvent,
@@ -206,7 +207,7 @@ def test_turns_whose_worker_is_killed_end_lost_and_the_next_message_runs(start_w
     (action,) = of(waiting, ActionEvent)
     (decision,) = of(waiting, ActionDecisionEvent)
     assert (decision.action_id, decision.decision, decision.by) == (
-        action.id, "rejected", "policy",
+        action.id, "rejected", POLICY_DECIDER,
     )  # fmt: skip
     (observation,) = of(waiting, ObservationEvent)
     assert observation.tool_call_id == action.tool_call_id and observation.interrupted

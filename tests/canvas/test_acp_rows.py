@@ -11,10 +11,12 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from canvas.event_rows import tokens_short
+from canvas.event_rows import event_row, tokens_short
 from canvas.file_edits import MAX_DIFF_LINES, DiffLine, unified_diff
+from canvas.stream import call_words
 from conversations import store
 from conversations.events import (
+    POLICY_DECIDER,
     AcpCommand,
     AcpPromptEvent,
     AcpSessionEvent,
@@ -384,7 +386,7 @@ def test_a_policy_decision_reads_the_team_policy(browser, user) -> None:
         [
             ActionDecisionEvent(
                 action_id=action.id, tool_call_id=action.tool_call_id,
-                decision=Decision.APPROVED, by="policy", option_id="allow-once-3",
+                decision=Decision.APPROVED, by=POLICY_DECIDER, option_id="allow-once-3",
                 reason="the team policy allows edit calls without asking",
             ),
         ],
@@ -392,3 +394,12 @@ def test_a_policy_decision_reads_the_team_policy(browser, user) -> None:
     row = article(page(browser, conversation), "event-action-decision")
     assert "by <strong>the team policy</strong>" in row
     assert "option <code>allow-once-3</code>" in row
+
+
+def test_a_pause_note_names_an_external_agents_call_by_its_title():
+    titled = event_row(
+        3, ActionEvent(tool_call_id="c1", tool="edit", arguments="{}", title="Edit notes")
+    )
+    assert call_words(titled) == "“Edit notes”"
+    plain = event_row(4, ActionEvent(tool_call_id="c2", tool="think", arguments="{}"))
+    assert call_words(plain) == "the think call"
