@@ -92,6 +92,8 @@ class EventRow:
     note: str = ""
     """Words the stream adds: what was in flight when a run paused, why a result is late."""
     diffs: list[DiffView] = field(default_factory=list)
+    hidden_diffs: int = 0
+    """Files changed past MAX_DIFF_FILES, not drawn."""
     """An external agent's file changes reported with a tool result."""
     context_label: str = ""
     """An acp.state's context use in a few characters: "12k/200k"."""
@@ -150,9 +152,13 @@ def _context_label(event: AcpStateEvent) -> str:
     return tokens_short(used) + (f"/{tokens_short(size)}" if size else "")
 
 
+MAX_DIFF_FILES = 20
+"""Files of one tool result drawn as diffs; each costs a difflib run on every render."""
+
+
 def diff_views(event: ObservationEvent) -> list[DiffView]:
     views = []
-    for diff in event.diffs:
+    for diff in event.diffs[:MAX_DIFF_FILES]:
         lines, hidden = unified_diff(diff.old_text, diff.new_text)
         views.append(DiffView(diff.path, lines, hidden, new_file=diff.old_text is None))
     return views
@@ -175,6 +181,7 @@ def event_row(seq: int, event: AnyEvent) -> EventRow:
             call_key=call_key(event.tool_call_id),
             output=clip_output(event.content),
             diffs=diff_views(event),
+            hidden_diffs=max(len(event.diffs) - MAX_DIFF_FILES, 0),
         )
     if isinstance(event, UnknownEvent):
         return EventRow(seq=seq, event=event, kind="unknown", details=_pretty(event.payload))

@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from canvas.event_rows import event_row, tokens_short
+from canvas.event_rows import MAX_DIFF_FILES, event_row, tokens_short
 from canvas.file_edits import MAX_DIFF_LINES, DiffLine, unified_diff
 from canvas.stream import call_words
 from conversations import store
@@ -271,6 +271,14 @@ def test_a_long_diff_says_how_many_lines_are_not_shown(browser, user) -> None:
     card = article(page(browser, acp_conversation(user, edit_call(), result)), "Tool call")
     assert card.count('class="diff-line diff-add"') == MAX_DIFF_LINES
     assert "… 3 more lines (the Changes panel has them all)" in card
+
+
+def test_a_result_changing_many_files_draws_the_first_and_counts_the_rest(browser, user) -> None:
+    files = [FileDiff(path=f"f{i}.txt", new_text="x\n") for i in range(MAX_DIFF_FILES + 2)]
+    result = ObservationEvent(tool_call_id="call-7", tool="edit", content="", diffs=files)
+    card = article(page(browser, acp_conversation(user, edit_call(), result)), "Tool call")
+    assert card.count('<pre class="diff file-diff"') == MAX_DIFF_FILES
+    assert "… and 2 more files changed" in card
 
 
 # ---- Permission requests on the approval card ---------------------------------------------
