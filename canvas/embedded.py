@@ -101,15 +101,17 @@ class EmbeddedWorker:
     def _sweep(self) -> None:
         from django.db import connection
 
+        from automations.tasks import start_pending_runs
         from orchestration.tasks import sweep_runs
 
         while not self._stop.wait(settings.CANVAS_SWEEP_SECONDS):
-            try:
-                sweep_runs()
-            except Exception:
-                logger.exception("embedded sweep failed")
-            finally:
-                connection.close()
+            for sweep in (sweep_runs, start_pending_runs):
+                try:
+                    sweep()
+                except Exception:
+                    logger.exception("embedded sweep %s failed", sweep.name)
+                finally:
+                    connection.close()
 
     def stop(self) -> None:
         from orchestration.chain.workers import draining, presence_stop

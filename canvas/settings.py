@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "workspaces",
     "orchestration",
     "acp_bridge",
+    "automations",
     "canvas",
     "axes",  # login lock-outs (see "Throttling" below)
 ]
@@ -210,6 +211,10 @@ def _acp_agents() -> dict:
 
 
 CANVAS_ACP_AGENTS = _acp_agents()
+# Automations' webhooks (automations/webhooks.py): the largest body read, and signed
+# deliveries one automation accepts per minute.
+CANVAS_WEBHOOK_MAX_BYTES = int(os.environ.get("CANVAS_WEBHOOK_MAX_BYTES") or 1024 * 1024)
+CANVAS_WEBHOOK_RATE_PER_MINUTE = int(os.environ.get("CANVAS_WEBHOOK_RATE_PER_MINUTE") or 60)
 # The longest ACP turn any profile may run: bounds the task (and its lease keeper) of a turn.
 CANVAS_ACP_MAX_TURN_SECONDS = float(os.environ.get("CANVAS_ACP_MAX_TURN_SECONDS", "86400"))
 # How long an external agent's permission request waits for a person before it is answered as
@@ -282,6 +287,13 @@ CELERY_BEAT_SCHEDULE = {
         "task": "orchestration.sweep_runs",
         "schedule": CANVAS_SWEEP_SECONDS,
         # A sweep that waited a whole period in the queue (the broker was down) is superseded.
+        "options": {"expires": CANVAS_SWEEP_SECONDS},
+    },
+    # Automation runs recorded but not started (a crash after the 202), queued behind their
+    # previous run, or whose conversation ended (automations/runs.py).
+    "automations-start-pending-runs": {
+        "task": "automations.start_pending_runs",
+        "schedule": CANVAS_SWEEP_SECONDS,
         "options": {"expires": CANVAS_SWEEP_SECONDS},
     },
     # Containers whose conversation is closed or gone (workspaces/docker.py sweep_orphans).

@@ -2,6 +2,8 @@ from django.contrib import admin
 from django.http import JsonResponse
 from django.urls import include, path, re_path
 
+from automations.views import webhook_receive
+
 from .api import api
 
 
@@ -13,6 +15,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     re_path(r"^api/(?P<rest>.*)$", api_not_found),
+    path("hooks/<int:automation_id>", webhook_receive, name="automation-webhook"),
     path("", include("canvas.ui_urls")),
 ]
 

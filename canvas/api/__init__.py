@@ -129,6 +129,7 @@ def _register_routers() -> None:
     from . import (
         acp_agents,
         agents,
+        automations,
         conversations,
         hooks,
         invitations,
@@ -146,6 +147,7 @@ def _register_routers() -> None:
     api.add_router("/teams", agents.router)
     api.add_router("/teams", acp_agents.router)
     api.add_router("/teams", hooks.router)
+    api.add_router("/teams", automations.router)
     api.add_router("/tokens", tokens.router)
     api.add_router("/invitations", invitations.router)
 

@@ -1,0 +1,1 @@
+"""Automations: signed webhooks (and, later, cron schedules) that start agent runs."""

@@ -1,0 +1,191 @@
+"""What an automation's fields may hold: one cleaner per field, each raising InvalidInput with
+a message a person can act on. Checks that need the team (profiles, policy) take it."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+from pydantic import ValidationError
+
+from common.errors import InvalidInput
+from common.inputs import MONEY_MAX
+from teams.models import Team
+from teams.policies import policy_for_team
+from teams.secrets import NAME_PATTERN as SECRET_NAME
+from workspaces.spec import WorkspaceSpec
+
+from .filters import FilterError, compile_filter
+from .templating import TemplateError, parse
+from .vocabulary import Concurrency, Trigger
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+MAX_TEMPLATE_CHARS = 100_000
+MAX_SECRETS = 100
+
+FIELDS = (
+    "name", "enabled", "trigger", "cron", "timezone", "prompt_template", "filter", "model",
+    "agent", "workspace_spec", "concurrency", "max_cost_usd", "allowed_secrets",
+)  # fmt: skip
+
+
+def _one_of(value: Any, field: str, vocabulary) -> str:
+    allowed = [v.value for v in vocabulary]
+    if value not in allowed:
+        raise InvalidInput(f"{field} must be one of {', '.join(allowed)}.")
+    return str(value)
+
+
+def _text(value: Any, field: str, limit: int) -> str:
+    value = "" if value is None else value
+    if not isinstance(value, str) or len(value) > limit or "\0" in value:
+        raise InvalidInput(f"{field} must be text of at most {limit} characters, without NUL.")
+    return value.strip()
+
+
+def clean_name(value: Any) -> str:
+    if not isinstance(value, str) or not NAME.fullmatch(value):
+        raise InvalidInput(
+            "an automation name is 1-64 letters, digits and _ . -, starting with a letter or digit."
+        )
+    return value
+
+
+def clean_template(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput("prompt_template must not be empty.")
+    value = _text(value, "prompt_template", MAX_TEMPLATE_CHARS)
+    try:
+        parse(value)
+    except TemplateError as exc:
+        raise InvalidInput(str(exc)) from None
+    return value
+
+
+def clean_filter(value: Any) -> str:
+    value = _text(value, "filter", 2000)
+    if value:
+        try:
+            compile_filter(value)
+        except FilterError as exc:
+            raise InvalidInput(str(exc)) from None
+    return value
+
+
+def clean_timezone(value: Any) -> str:
+    value = _text(value, "timezone", 64) or "UTC"
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise InvalidInput(
+            f"timezone {value!r} is not an IANA time zone (e.g. Europe/Paris)."
+        ) from None
+    return value
+
+
+def clean_cron(value: Any) -> str:
+    value = _text(value, "cron", 100)
+    if value and not croniter.is_valid(value):
+        raise InvalidInput(f"cron {value!r} is not a cron expression (e.g. '0 3 * * 1-5').")
+    return value
+
+
+def clean_workspace(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, WorkspaceSpec):
+        return value.as_json()
+    try:
+        return WorkspaceSpec.model_validate(value).as_json()
+    except ValidationError as exc:
+        reasons = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise InvalidInput(f"workspace: {reasons}") from None
+
+
+def clean_budget(value: Any) -> Decimal | None:
+    if value is None:
+        return None
+    try:
+        amount = Decimal(str(value))
+    except InvalidOperation:
+        raise InvalidInput("max_cost_usd must be a number of dollars.") from None
+    if isinstance(value, bool) or not amount.is_finite() or not 0 < amount <= MONEY_MAX:
+        raise InvalidInput(f"max_cost_usd must be more than 0 and at most {MONEY_MAX}.")
+    return amount.quantize(Decimal("0.0001"))
+
+
+def clean_secrets(value: Any) -> list[str]:
+    value = [] if value is None else value
+    if not isinstance(value, list | tuple) or len(value) > MAX_SECRETS:
+        raise InvalidInput(f"allowed_secrets must be a list of at most {MAX_SECRETS} names.")
+    for name in value:
+        if not isinstance(name, str) or not SECRET_NAME.fullmatch(name):
+            raise InvalidInput("allowed_secrets holds secret names, e.g. API_KEY.")
+    return sorted(set(value))
+
+
+def check_agent(*, team: Team, model: str, agent: str, workspace_spec: dict[str, Any]) -> None:
+    """The model or ACP profile and the workspace kind as the team's policy allows them now;
+    the policy may change later, and conversation_create checks again when a run starts."""
+    from orchestration.services import NATIVE_AGENT
+    from orchestration.step.profiles import UnknownProfileError, profile_get
+
+    policy = policy_for_team(team.pk)
+    if agent:
+        from acp_bridge.profiles import UnknownAcpProfileError, acp_profile_get
+
+        try:
+            profile = acp_profile_get(agent, team.pk)
+        except UnknownAcpProfileError as exc:
+            raise InvalidInput(str(exc)) from None
+        if not policy.agent_kind_allowed(f"acp:{profile.name}"):
+            raise InvalidInput(
+                f"the team's policy does not allow the external agent {profile.name!r} "
+                f"(allowed_agent_kinds needs acp:{profile.name})."
+            )
+    else:
+        try:
+            profile_get(model, team.pk)
+        except UnknownProfileError as exc:
+            raise InvalidInput(str(exc)) from None
+        if not policy.agent_kind_allowed(NATIVE_AGENT):
+            raise InvalidInput("the team's policy does not allow native agents.")
+    kind = workspace_spec.get("kind", "local")
+    if not policy.workspace_kind_allowed(kind):
+        raise InvalidInput(f"the team's policy does not allow {kind} workspaces.")
+
+
+def check_trigger(fields: dict[str, Any]) -> None:
+    """A schedule needs its cron expression; a webhook takes none."""
+    if fields["trigger"] == Trigger.SCHEDULE and not fields["cron"]:
+        raise InvalidInput("a schedule needs cron (e.g. '0 3 * * 1-5').")
+    if fields["trigger"] == Trigger.WEBHOOK and fields["cron"]:
+        raise InvalidInput("cron is only for trigger 'schedule'.")
+
+
+def clean_one(key: str, value: Any) -> Any:
+    if key == "name":
+        return clean_name(value)
+    if key == "enabled":
+        if not isinstance(value, bool):
+            raise InvalidInput("enabled must be true or false.")
+        return value
+    if key == "trigger":
+        return _one_of(value, "trigger", Trigger)
+    if key == "concurrency":
+        return _one_of(value, "concurrency", Concurrency)
+    if key == "model":
+        return _text(value, "model", 200)
+    if key == "agent":
+        return _text(value, "agent", 64)
+    cleaners = {
+        "cron": clean_cron, "timezone": clean_timezone, "prompt_template": clean_template,
+        "filter": clean_filter, "workspace_spec": clean_workspace, "max_cost_usd": clean_budget,
+        "allowed_secrets": clean_secrets,
+    }  # fmt: skip
+    if key not in cleaners:
+        raise InvalidInput(f"unknown automation field {key}.")
+    return cleaners[key](value)

@@ -1,0 +1,12 @@
+"""Celery edges of automations."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(name="automations.start_pending_runs", ignore_result=True)
+def start_pending_runs() -> int:
+    from .runs import start_pending_runs as start
+
+    return start()

@@ -1,0 +1,40 @@
+"""The automations' vocabularies, declared once: triggers, concurrency rules, run statuses."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Trigger(StrEnum):
+    WEBHOOK = "webhook"
+    SCHEDULE = "schedule"
+
+
+class Concurrency(StrEnum):
+    """What a new run does while the automation's previous run is still going."""
+
+    SKIP = "skip"
+    """Record the run as skipped; nothing starts."""
+    QUEUE = "queue"
+    """Record it as queued; the sweeper starts it once the previous run has ended."""
+    CANCEL = "cancel"
+    """Stop the previous run's conversation, then start."""
+
+
+class RunStatus(StrEnum):
+    ACCEPTED = "accepted"
+    """Recorded, its conversation not made yet (a crash here is picked up by the sweeper)."""
+    IGNORED = "ignored"
+    """The filter was falsy."""
+    SKIPPED = "skipped"
+    QUEUED = "queued"
+    STARTED = "started"
+    """Its conversation exists and runs."""
+    FINISHED = "finished"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    """Stopped by a newer run under the `cancel` rule."""
+
+
+OPEN_STATUSES = frozenset({RunStatus.ACCEPTED, RunStatus.QUEUED})
+"""Runs still waiting for a conversation: start_pending_runs' work list."""

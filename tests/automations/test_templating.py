@@ -1,0 +1,54 @@
+"""Prompt templates: payload paths only, and a missing field named."""
+
+import pytest
+
+from automations.templating import TemplateError, parse, render
+
+from .conftest import PULL_REQUEST_OPENED, RENDERED, TEMPLATE
+
+
+def test_renders_dict_keys_and_list_items_from_a_pull_request():
+    assert render(TEMPLATE, PULL_REQUEST_OPENED) == RENDERED
+
+
+def test_non_strings_render_as_json_and_text_outside_placeholders_stays():
+    payload = {"n": 3, "ok": True, "none": None, "labels": ["a", "b"], "obj": {"k": "v"}}
+    template = "{{payload.n}} {{ payload.ok }} {{ payload.none }} {{ payload.labels }} {{ payload.obj }} { x }"
+    assert render(template, payload) == '3 true null ["a", "b"] {"k": "v"} { x }'
+
+
+@pytest.mark.parametrize(
+    "template, path",
+    [
+        ("{{ payload.pull_request.body }}", "payload.pull_request.body"),
+        ("{{ payload.pull_request.labels.5.name }}", "payload.pull_request.labels.5.name"),
+        ("{{ payload.number.digits }}", "payload.number.digits"),
+        ("{{ payload.pull_request.labels.name }}", "payload.pull_request.labels.name"),
+    ],
+)
+def test_a_missing_field_is_an_error_naming_its_path(template, path):
+    with pytest.raises(TemplateError, match=f"no field {path} "):
+        render(template, PULL_REQUEST_OPENED)
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ payload.__class__.__mro__ }}x{{ os.system }}",
+        "{{ payload.title | upper }}",
+        "{{ payload['title'] }}",
+        "{{ payload.a() }}",
+        "{{ settings.SECRET_KEY }}",
+        "{{ }}",
+        "{{ payload..a }}",
+    ],
+)
+def test_anything_but_a_payload_path_does_not_parse(template):
+    with pytest.raises(TemplateError, match="is not of the form"):
+        parse(template)
+
+
+def test_no_attribute_access_even_where_python_objects_have_them():
+    # A dict's attributes (keys, items) are not fields: only its keys are.
+    with pytest.raises(TemplateError, match="no field payload.items"):
+        render("{{ payload.items }}", {"a": 1})
