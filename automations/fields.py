@@ -8,7 +8,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 from pydantic import ValidationError
 
 from common.errors import InvalidInput
@@ -20,15 +20,15 @@ from workspaces.spec import WorkspaceSpec
 
 from .filters import FilterError, compile_filter
 from .templating import TemplateError, parse
-from .vocabulary import Concurrency, Trigger
+from .vocabulary import Concurrency, Missed, Trigger
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_TEMPLATE_CHARS = 100_000
 MAX_SECRETS = 100
 
 FIELDS = (
-    "name", "enabled", "trigger", "cron", "timezone", "prompt_template", "filter", "model",
-    "agent", "workspace_spec", "concurrency", "max_cost_usd", "allowed_secrets",
+    "name", "enabled", "trigger", "cron", "timezone", "missed", "prompt_template", "filter",
+    "model", "agent", "workspace_spec", "concurrency", "max_cost_usd", "allowed_secrets",
 )  # fmt: skip
 
 
@@ -90,6 +90,11 @@ def clean_cron(value: Any) -> str:
     value = _text(value, "cron", 100)
     if value and not croniter.is_valid(value):
         raise InvalidInput(f"cron {value!r} is not a cron expression (e.g. '0 3 * * 1-5').")
+    if value:
+        try:
+            croniter(value).get_next()
+        except CroniterBadDateError:  # e.g. 0 0 31 2 *: valid, and no day ever matches
+            raise InvalidInput(f"cron {value!r} names no time that ever comes.") from None
     return value
 
 
@@ -177,6 +182,8 @@ def clean_one(key: str, value: Any) -> Any:
         return _one_of(value, "trigger", Trigger)
     if key == "concurrency":
         return _one_of(value, "concurrency", Concurrency)
+    if key == "missed":
+        return _one_of(value, "missed", Missed)
     if key == "model":
         return _text(value, "model", 200)
     if key == "agent":

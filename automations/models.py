@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from .vocabulary import Concurrency, RunStatus, Trigger
+from .vocabulary import Concurrency, Missed, RunStatus, Trigger
 
 
 def _choices(vocabulary) -> list[tuple[str, str]]:
@@ -22,6 +22,14 @@ class Automation(models.Model):
     trigger = models.CharField(max_length=16, choices=_choices(Trigger))
     cron = models.CharField(max_length=100, blank=True, help_text="For schedules (croniter).")
     timezone = models.CharField(max_length=64, default="UTC")
+    missed = models.CharField(
+        max_length=16, choices=_choices(Missed), default=Missed.SKIP.value,
+        help_text="Slots missed while down: skip, or fire once (automations.schedules).",
+    )  # fmt: skip
+    last_slot_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="The latest schedule slot dealt with (fired or skipped); null: none yet.",
+    )  # fmt: skip
     prompt_template = models.TextField(help_text="{{ payload.path }} substitutions only.")
     filter = models.TextField(blank=True, help_text="JMESPath over the payload; empty: all.")
     model = models.CharField(max_length=200, help_text="Model profile name.")

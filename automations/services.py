@@ -5,6 +5,11 @@ these check again, as teams.hooks does). Every write is audited in its own trans
 the fields before and after, never the secret. The webhook secret is made here, stored
 Fernet-encrypted (teams.crypto, the same keys as team secrets) and returned only by the call
 that made it.
+
+A schedule starts afresh whenever it is changed in a way that makes its past slots mean
+something else (cron, time zone, trigger) or that ends a pause (enabled again): its
+`last_slot_at` becomes now, so `missed: once` never fires for slots from before the change
+or from while it was disabled (automations.schedules).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from common import secret_values
 from common.errors import Conflict, Forbidden, InvalidInput, NotFound
@@ -27,6 +33,9 @@ from teams.permissions import Action, role_allows, team_role
 from . import fields as f
 from .models import Automation
 from .vocabulary import Concurrency
+
+RESTARTS_SCHEDULE = frozenset({"cron", "timezone", "trigger", "enabled"})
+"""Fields whose change starts the schedule afresh from now (see the module's docstring)."""
 
 SECRET_LABEL = "AUTOMATION_WEBHOOK_SECRET"
 """The name the logging filter knows a decrypted webhook secret by."""
@@ -82,7 +91,8 @@ def _save(automation: Automation) -> None:
 
 def automation_create(*, by, team: Team, **given: Any) -> WithSecret:
     """A new automation from FIELDS (name, trigger and prompt_template required; model
-    defaults to the site's CANVAS_DEFAULT_MODEL, concurrency to skip)."""
+    defaults to the site's CANVAS_DEFAULT_MODEL, concurrency and missed to skip). A schedule
+    fires no slot from before its creation (automations.schedules starts at created_at)."""
     _require_admin(by, team)
     for required in ("name", "trigger", "prompt_template"):
         if given.get(required) is None:
@@ -124,6 +134,8 @@ def automation_update(*, by, team: Team, automation_id: int, **given: Any) -> Au
         before = describe(automation)
         for key, value in cleaned.items():
             setattr(automation, key, value)
+        if any(before[key] != getattr(automation, key) for key in RESTARTS_SCHEDULE):
+            automation.last_slot_at = timezone.now()
         automation.updated_by = _user(by)
         _check_whole(automation)
         _save(automation)

@@ -10,3 +10,10 @@ def start_pending_runs() -> int:
     from .runs import start_pending_runs as start
 
     return start()
+
+
+@shared_task(name="automations.fire_schedules", ignore_result=True)
+def fire_schedules() -> int:
+    from .schedules import fire_schedules as fire
+
+    return fire()

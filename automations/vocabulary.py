@@ -1,4 +1,5 @@
-"""The automations' vocabularies, declared once: triggers, concurrency rules, run statuses."""
+"""The automations' vocabularies, declared once: triggers, concurrency rules, missed-slot
+rules, run statuses."""
 
 from __future__ import annotations
 
@@ -19,6 +20,16 @@ class Concurrency(StrEnum):
     """Record it as queued; the sweeper starts it once the previous run has ended."""
     CANCEL = "cancel"
     """Stop the previous run's conversation, then start."""
+
+
+class Missed(StrEnum):
+    """What a schedule does with slots it missed (the beat or the workers were down);
+    automations.schedules has the exact rule."""
+
+    SKIP = "skip"
+    """Fire the latest slot only while it is fresh (within the grace window); else nothing."""
+    ONCE = "once"
+    """Fire one run for all the missed slots (keyed by the latest), however late."""
 
 
 class RunStatus(StrEnum):

@@ -229,6 +229,9 @@ CANVAS_LEASE_SECONDS = float(os.environ.get("CANVAS_LEASE_SECONDS", "10"))
 CANVAS_SLICE_STEPS = int(os.environ.get("CANVAS_SLICE_STEPS", "5"))
 CANVAS_SLICE_SECONDS = float(os.environ.get("CANVAS_SLICE_SECONDS", "10"))
 CANVAS_SWEEP_SECONDS = float(os.environ.get("CANVAS_SWEEP_SECONDS", "5"))
+# How often beat fires the automations' cron schedules; a slot fires at most this late, and
+# `missed: skip` still fires one up to max(2 x this, 60 s) late (automations/schedules.py).
+CANVAS_SCHEDULE_SECONDS = float(os.environ.get("CANVAS_SCHEDULE_SECONDS", "30"))
 CANVAS_CONTAINER_SWEEP_SECONDS = float(os.environ.get("CANVAS_CONTAINER_SWEEP_SECONDS", "300"))
 # One run_slice task runs its conversation's next slices itself for this long before sending
 # the next one to the back of the queue: a busy run keeps its place, and no run holds a worker
@@ -295,6 +298,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "automations.start_pending_runs",
         "schedule": CANVAS_SWEEP_SECONDS,
         "options": {"expires": CANVAS_SWEEP_SECONDS},
+    },
+    # Cron schedules' due slots, each fired once however many beats run (automations/schedules.py).
+    "automations-fire-schedules": {
+        "task": "automations.fire_schedules",
+        "schedule": CANVAS_SCHEDULE_SECONDS,
+        "options": {"expires": CANVAS_SCHEDULE_SECONDS},
     },
     # Containers whose conversation is closed or gone (workspaces/docker.py sweep_orphans).
     "sweep-orphan-containers": {

@@ -1,4 +1,4 @@
-"""/api/teams/{id}/automations: webhook (and schedule) automations and their runs.
+"""/api/teams/{id}/automations: webhook and schedule automations and their runs.
 
 Members read; admins and owners write (automations.services checks and audits each change).
 The webhook secret appears in exactly one answer, the one that made it: creation, or a
@@ -40,6 +40,11 @@ class AutomationFields(Schema):
     trigger: Text(16) | None = Field(default=None, description='"webhook" or "schedule".')
     cron: Text(100) | None = Field(default=None, description="For schedules, e.g. 0 3 * * 1-5.")
     timezone: Text(64) | None = Field(default=None, description="IANA name; default UTC.")
+    missed: Text(16) | None = Field(
+        default=None,
+        description='Schedule slots missed while down: "skip" (default; the latest fires if '
+        'at most max(2 beat periods, 60 s) late) or "once" (one run for them all, however late).',
+    )
     prompt_template: Text(MAX_TEMPLATE_CHARS) | None = Field(
         default=None, description=TEMPLATE_HELP
     )
@@ -71,6 +76,7 @@ class AutomationOut(Schema):
     trigger: str
     cron: str
     timezone: str
+    missed: str
     prompt_template: str
     filter: str
     model: str
@@ -112,7 +118,7 @@ class RunFilter(Schema):
 def _out(request: HttpRequest, a: Automation) -> dict[str, Any]:
     return {
         "id": a.pk, "team": a.team_id, "name": a.name, "enabled": a.enabled,
-        "trigger": a.trigger, "cron": a.cron, "timezone": a.timezone,
+        "trigger": a.trigger, "cron": a.cron, "timezone": a.timezone, "missed": a.missed,
         "prompt_template": a.prompt_template, "filter": a.filter, "model": a.model,
         "agent": a.agent, "workspace": spec_of(a.workspace_spec).as_json(),
         "concurrency": a.concurrency,
