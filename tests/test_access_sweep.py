@@ -12,6 +12,7 @@ from django.apps import apps
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from automations.services import automation_create
 from conversations import store
 from conversations.events import ActionEvent, Status, StatusChangeEvent, UserMessageEvent
 from teams.hooks import hook_create
@@ -27,7 +28,9 @@ METHODS = ("get", "post", "put", "patch", "delete")
 WRITES = ("post", "put", "patch", "delete")
 SKIP_PREFIXES = ("admin/", "static/")
 """Django admin has its own staff checks; static files are public."""
-PUBLIC = {"login/", "logout/", "api/openapi.json", "api/docs"}
+PUBLIC = {"login/", "logout/", "api/openapi.json", "api/docs", "hooks/<int:automation_id>"}
+"""The webhook endpoint answers by the sender's signature, not by a session
+(tests/automations/test_webhooks.py covers its refusals)."""
 PERSONAL_WRITES = {"teams/<int:team_id>/leave", "teams/<int:team_id>/default"}
 """A viewer may leave a team or make it their default: those change only their own standing."""
 
@@ -73,6 +76,9 @@ def team_a(user, django_user_model, dispatched):
         [held, StatusChangeEvent(status=Status.WAITING_FOR_CONFIRMATION, reason="held")],
     )
     hook = hook_create(by=user, team=team, name="audit", event="Stop", command="true")
+    automation = automation_create(
+        by=user, team=team, name="nightly", trigger="webhook", prompt_template="private"
+    ).automation
     viewer = django_user_model.objects.create_user("victor", password="victor-password-1")
     member_add(by=user, team=team, username="victor", role="viewer")
     # Addressed to neither the viewer nor the other team: accepting it is someone else's call.
@@ -92,6 +98,7 @@ def team_a(user, django_user_model, dispatched):
             "invitation_id": str(invitation.pk),
             "seq": "2",
             "check_id": "no-such-check",
+            "automation_id": str(automation.pk),
         },
     }
 
@@ -100,7 +107,7 @@ BODY = {
     "text": "hello", "prompt": "hello", "username": "mallory", "role": "member",
     "name": "NEW_NAME", "value": "new-value", "description": "d", "model": "openai/x",
     "reason": "r", "event": "Stop", "command": "true", "url": "https://example.com/notify",
-    "model_titles": True,
+    "model_titles": True, "trigger": "webhook", "prompt_template": "p",
 }  # fmt: skip
 """One body that is valid for every write route, so refusals are about access, not input."""
 
@@ -116,7 +123,7 @@ def request(client: Client, method: str, url: str):
 def snapshot() -> dict[str, tuple[int, int]]:
     """Row count and highest id of every table of ours: any write shows up here."""
     state = {}
-    for label in ("conversations", "teams", "auth"):
+    for label in ("conversations", "teams", "auth", "automations"):
         for model in apps.get_app_config(label).get_models():
             rows = model.objects.all()
             state[model._meta.label] = (
