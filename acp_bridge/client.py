@@ -3,11 +3,13 @@ drives it).
 
 The client serves the agent's file system and terminal requests from one workspace root and
 nothing else: paths are resolved through symlinks and refused when they land outside the root
-or contain `..`; terminals run through the sandbox launcher (see `terminals`). `session/update`
-notifications are kept raw (the SDK's typed update models) in arrival order per session id;
-updates for a session id not yet returned by `session/new` are held back and delivered, in
-order, once it is. Permission requests go to the caller's callback; without one, or when the
-turn is cancelled, the answer is `cancelled`. Translation into our events is not done here.
+or contain `..` (a container agent's `/workspace/...` paths are read as the host folder's);
+terminals run where the agent does (acp_bridge.places: under the sandbox launcher, or in the
+container). `session/update` notifications are kept raw (the SDK's typed update models) in
+arrival order per session id; updates for a session id not yet returned by `session/new` are
+held back and delivered, in order, once it is. Permission requests go to the caller's
+callback; without one, or when the turn is cancelled, the answer is `cancelled`. Translation
+into our events is not done here.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from acp.schema import (
     WriteTextFileResponse,
 )
 
-from acp_bridge.terminals import Terminal
+from acp_bridge.places import AgentPlace, AgentTerminal, SandboxPlace
 from workspaces.base import WorkspacePathError, WorkspaceUnavailable
 from workspaces.browse import parts_of
 
@@ -64,20 +66,28 @@ MAX_TERMINALS = 32
 CLIENT_INFO = Implementation(name="agent-canvas", title="Agent Canvas", version="0.1.0")
 
 
-def resolve_inside(root: Path, path: str) -> Path:
+def resolve_inside(root: Path, path: str, *, agent_root: str | None = None) -> Path:
     """The real path of `path` (absolute, as ACP sends it, or relative to `root`) when it stays
-    inside `root` after following symlinks; WorkspacePathError otherwise, or on any `..`."""
+    inside `root` after following symlinks; WorkspacePathError otherwise, or on any `..`.
+
+    `agent_root` is where the agent sees `root` when that is elsewhere (a container's
+    /workspace): its absolute paths are read from there, and refusals name it, never `root`."""
     if "\0" in path:
         raise WorkspacePathError("path contains a NUL byte")
+    shown = agent_root or str(root)
     if os.path.isabs(path):
         if ".." in path.split("/"):
             raise WorkspacePathError(f"path {path!r} may not contain '..'")
         joined = path
+        if agent_root is not None and agent_root != str(root):
+            if path != agent_root and not path.startswith(agent_root.rstrip("/") + "/"):
+                raise WorkspacePathError(f"path {path!r} is outside the workspace ({shown})")
+            joined = os.path.join(root, *parts_of(path[len(agent_root) :].lstrip("/")))
     else:
         joined = os.path.join(root, *parts_of(path))
     real = Path(os.path.realpath(joined))
     if not real.is_relative_to(root):
-        raise WorkspacePathError(f"path {path!r} is outside the workspace ({root})")
+        raise WorkspacePathError(f"path {path!r} is outside the workspace ({shown})")
     return real
 
 
@@ -91,18 +101,25 @@ class WorkspaceClient:
     def __init__(
         self,
         *,
-        root: Path,
+        root: Path | None = None,
+        place: AgentPlace | None = None,
         on_update: UpdateCallback | None = None,
         on_permission: PermissionCallback | None = None,
     ) -> None:
-        self.root = Path(os.path.realpath(root))
+        """Serve `place` (where the agent runs); `root` alone means a sandbox on this host."""
+        if place is None:
+            assert root is not None, "give root or place"
+            place = SandboxPlace(root)
+        self.place = place
+        self.root = place.root
+        self.agent_root = place.agent_root
         self._on_update = on_update
         self._on_permission = on_permission
         self.updates: dict[str, list[SessionUpdate]] = defaultdict(list)
         """Every update received, per session id, in arrival order (buffered ones included)."""
         self._known: set[str] = set()
         self._held: dict[str, list[SessionUpdate]] = defaultdict(list)
-        self._terminals: dict[str, Terminal] = {}
+        self._terminals: dict[str, AgentTerminal] = {}
         self._released: dict[str, str] = {}
         self._cancelled: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
 
@@ -178,7 +195,7 @@ class WorkspaceClient:
         **kwargs: Any,
     ) -> ReadTextFileResponse:
         try:
-            target = resolve_inside(self.root, path)
+            target = resolve_inside(self.root, path, agent_root=self.agent_root)
             text = await asyncio.to_thread(target.read_text, encoding="utf-8", errors="replace")
         except WorkspacePathError as exc:
             raise _refuse(exc) from None
@@ -197,8 +214,8 @@ class WorkspaceClient:
         self, session_id: str, path: str, content: str, **kwargs: Any
     ) -> WriteTextFileResponse:
         try:
-            target = resolve_inside(self.root, path)
-            await asyncio.to_thread(_write, target, content)
+            target = resolve_inside(self.root, path, agent_root=self.agent_root)
+            await asyncio.to_thread(_write, target, content, self.root, self.place.file_owner())
         except WorkspacePathError as exc:
             raise _refuse(exc) from None
         except OSError as exc:
@@ -218,7 +235,9 @@ class WorkspaceClient:
         **kwargs: Any,
     ) -> CreateTerminalResponse:
         try:
-            start_dir = resolve_inside(self.root, cwd) if cwd else self.root
+            start_dir = (
+                resolve_inside(self.root, cwd, agent_root=self.agent_root) if cwd else self.root
+            )
         except WorkspacePathError as exc:
             raise _refuse(exc) from None
         if len(self._terminals) >= MAX_TERMINALS:
@@ -226,12 +245,11 @@ class WorkspaceClient:
                 {"details": f"at most {MAX_TERMINALS} open terminals; release one first"}
             )
         try:
-            terminal = await Terminal.start(
+            terminal = await self.place.start_terminal(
                 command=command,
                 args=args or [],
                 env={variable.name: variable.value for variable in env or []},
                 cwd=start_dir,
-                root=self.root,
                 output_byte_limit=output_byte_limit,
             )
         except (WorkspaceUnavailable, OSError) as exc:
@@ -240,7 +258,7 @@ class WorkspaceClient:
         self._terminals[terminal_id] = terminal
         return CreateTerminalResponse(terminal_id=terminal_id)
 
-    def _terminal(self, terminal_id: str) -> Terminal:
+    def _terminal(self, terminal_id: str) -> AgentTerminal:
         try:
             return self._terminals[terminal_id]
         except KeyError:
@@ -273,7 +291,7 @@ class WorkspaceClient:
     async def kill_terminal(
         self, session_id: str, terminal_id: str, **kwargs: Any
     ) -> KillTerminalResponse:
-        self._terminal(terminal_id).kill()
+        await asyncio.to_thread(self._terminal(terminal_id).kill)
         return KillTerminalResponse()
 
     async def release_terminal(
@@ -299,7 +317,10 @@ class WorkspaceClient:
         """The SDK hands us the agent proxy; AcpSession keeps it instead."""
 
 
-def _write(target: Path, content: str) -> None:
+def _write(target: Path, content: str, root: Path, owner: tuple[int, int] | None) -> None:
+    """Write `target`; with `owner`, what this creates (the file, missing directories up to
+    `root`) is given to it, so an agent in a container (another uid) can change it later."""
+    created = [p for p in (target, *target.parents) if p.is_relative_to(root) and not p.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
     # O_NOFOLLOW: a link planted after resolve_inside checked the path is not written through.
     fd = os.open(
@@ -307,3 +328,6 @@ def _write(target: Path, content: str) -> None:
     )
     with open(fd, "w", encoding="utf-8", newline="") as f:
         f.write(content)
+    if owner is not None:
+        for made in created:
+            os.lchown(made, *owner)

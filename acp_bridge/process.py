@@ -1,6 +1,10 @@
 """Spawn an external ACP agent inside the sandbox and own its life: one process group, stdio
 pipes, a clean environment, and an end that leaves nothing running.
 
+`AgentProcess` drives any `AgentChild`: `LocalChild` here (below), or an agent inside a
+conversation's container (acp_bridge.container); the pump, the limits and the errors are the
+same for both.
+
 The agent runs as `argv` (never a shell string) under workspaces.sandbox, the launcher every
 command on a host goes through: bubblewrap with new user, PID, IPC, UTS and (for network
 "none", the default) network namespaces, the system read-only, and read-write only the
@@ -42,7 +46,7 @@ import tempfile
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 
@@ -90,33 +94,48 @@ class AgentTimeout(AgentError):
     """The agent did not answer within the deadline; its group has been killed."""
 
 
-class AgentProcess:
-    """One running agent. Create with `spawn`; always end with `close` (idempotent).
+class AgentChild(Protocol):
+    """The agent's process as AgentProcess drives it, wherever it runs: here in the sandbox
+    (`LocalChild`), or in a conversation's container (acp_bridge.container)."""
 
-    `stdin` and `reader` are the streams to hand to `acp.connect_to_agent`."""
+    stdin: asyncio.StreamWriter
+    stdout: asyncio.StreamReader
+    """Bounded by the message limit: an oversized line makes `readline` raise ValueError."""
+    stderr: asyncio.StreamReader
+    pgid: int | None
+    """Its process group where that means something to the worker (a local one)."""
 
-    def __init__(
-        self,
-        proc: asyncio.subprocess.Process,
-        *,
-        redact: Callable[[str], str],
-        limit: int,
-        home: Path | None = None,
-    ) -> None:
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
+
+    def close_stdin(self) -> None: ...
+
+    async def end_group(self, grace: float) -> None:
+        """SIGTERM the whole group, SIGKILL what is left after `grace` (children included)."""
+        ...
+
+    async def kill_group(self) -> None:
+        """SIGKILL the whole group now."""
+        ...
+
+    async def release(self) -> None:
+        """Remove what was made for it (a private home); after its group is gone."""
+        ...
+
+
+class LocalChild:
+    """An agent in the host's sandbox: bwrap leads its own session, so its pid is the group."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, home: Path | None) -> None:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._proc = proc
         self._home = home
-        self._redact = redact
-        self.pgid = proc.pid
-        """Its process group (it leads a new session, so pgid == pid)."""
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self.stdin: asyncio.StreamWriter = proc.stdin
-        self._limit = limit
-        self.reader = asyncio.StreamReader(limit=limit)
-        self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
-        self._failure: asyncio.Future[AgentError] = asyncio.get_running_loop().create_future()
-        self._closing = False
-        self._stderr_task = asyncio.create_task(self._drain_stderr(proc.stderr))
-        self._stdout_task = asyncio.create_task(self._pump_stdout(proc.stdout))
+        self.stdout: asyncio.StreamReader = proc.stdout
+        self.stderr: asyncio.StreamReader = proc.stderr
+        self.pgid: int | None = proc.pid
 
     @classmethod
     async def spawn(
@@ -129,15 +148,9 @@ class AgentProcess:
         workspace: Path | None = None,
         readonly: Sequence[Path] = (),
         network: sandbox.Network = "none",
-        redact: Callable[[str], str] | None = None,
         limit: int = MESSAGE_LIMIT_BYTES,
-    ) -> AgentProcess:
-        """Start `command args...` in the sandbox, in `cwd` (inside `workspace`, which defaults
-        to `cwd` and is its one writable directory besides its private home) with `env`.
-        `readonly` paths are visible read-only; `network` is the sandbox's ("host" only where
-        the site allows it). Raises AgentCrashed when the command cannot be started at all (not
-        found, not executable), SandboxUnavailable where no sandbox works and the site does not
-        allow unsandboxed commands."""
+    ) -> LocalChild:
+        """See AgentProcess.spawn."""
         if shutil.which(command, path=env.get("PATH", sandbox.PATH)) is None:
             raise AgentCrashed(f"agent command {command!r} could not start: not found")
         home = Path(tempfile.mkdtemp(prefix="acp-agent-"))
@@ -170,11 +183,95 @@ class AgentProcess:
         except BaseException:
             shutil.rmtree(home, ignore_errors=True)
             raise
-        return cls(proc, redact=redact or _no_redaction, limit=limit, home=home)
+        return cls(proc, home)
 
     @property
     def returncode(self) -> int | None:
         return self._proc.returncode
+
+    async def wait(self) -> int:
+        return await self._proc.wait()
+
+    def close_stdin(self) -> None:
+        with contextlib.suppress(Exception):
+            self.stdin.close()
+
+    async def end_group(self, grace: float) -> None:
+        if self._proc.returncode is None:
+            self._signal(signal.SIGTERM)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._proc.wait(), grace)
+        # Children may outlive the leader in its group: kill the group whatever the leader did.
+        self._signal(signal.SIGKILL)
+
+    async def kill_group(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    async def release(self) -> None:
+        if self._home is not None:
+            await asyncio.to_thread(shutil.rmtree, self._home, True)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, sig)
+
+
+class AgentProcess:
+    """One running agent. Create with `spawn` (in the sandbox) or from a started `AgentChild`;
+    always end with `close` (idempotent).
+
+    `stdin` and `reader` are the streams to hand to `acp.connect_to_agent`."""
+
+    def __init__(
+        self,
+        child: AgentChild,
+        *,
+        redact: Callable[[str], str] | None = None,
+        limit: int = MESSAGE_LIMIT_BYTES,
+    ) -> None:
+        self._child = child
+        self._redact = redact or _no_redaction
+        self.pgid = child.pgid
+        """Its process group on this host (it leads a new session, so pgid == pid); None when
+        it runs in a container (its group is the container's business, see `container`)."""
+        self.stdin: asyncio.StreamWriter = child.stdin
+        self._limit = limit
+        self.reader = asyncio.StreamReader(limit=limit)
+        self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self._failure: asyncio.Future[AgentError] = asyncio.get_running_loop().create_future()
+        self._closing = False
+        self._stderr_task = asyncio.create_task(self._drain_stderr(child.stderr))
+        self._stdout_task = asyncio.create_task(self._pump_stdout(child.stdout))
+
+    @classmethod
+    async def spawn(
+        cls,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        workspace: Path | None = None,
+        readonly: Sequence[Path] = (),
+        network: sandbox.Network = "none",
+        redact: Callable[[str], str] | None = None,
+        limit: int = MESSAGE_LIMIT_BYTES,
+    ) -> AgentProcess:
+        """Start `command args...` in the sandbox, in `cwd` (inside `workspace`, which defaults
+        to `cwd` and is its one writable directory besides its private home) with `env`.
+        `readonly` paths are visible read-only; `network` is the sandbox's ("host" only where
+        the site allows it). Raises AgentCrashed when the command cannot be started at all (not
+        found, not executable), SandboxUnavailable where no sandbox works and the site does not
+        allow unsandboxed commands."""
+        child = await LocalChild.spawn(
+            command, args, env=env, cwd=cwd, workspace=workspace, readonly=readonly,
+            network=network, limit=limit,
+        )  # fmt: skip
+        return cls(child, redact=redact, limit=limit)
+
+    @property
+    def returncode(self) -> int | None:
+        return self._child.returncode
 
     def stderr_tail(self) -> list[str]:
         """The last stderr lines, redacted."""
@@ -212,42 +309,29 @@ class AgentProcess:
             stderr_tail=self.stderr_tail(),
         )
         self._fail(timed_out)  # later calls on this agent fail the same way, at once
-        self._kill_group()
+        await self._child.kill_group()
         raise timed_out
 
     async def close(self) -> None:
         """End the agent: close its stdin, give it a moment, then SIGTERM and SIGKILL the whole
         group; wait until the leader is reaped. Safe to call more than once."""
         self._closing = True
-        with contextlib.suppress(Exception):
-            self.stdin.close()
-        if self._proc.returncode is None:
+        self._child.close_stdin()
+        if self._child.returncode is None:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._proc.wait(), _GRACE_SECONDS)
-        if self._proc.returncode is None:
-            self._signal_group(signal.SIGTERM)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._proc.wait(), _GRACE_SECONDS)
-        # Children may outlive the leader in its group: kill the group whatever the leader did.
-        self._kill_group()
-        await self._proc.wait()
+                await asyncio.wait_for(self._child.wait(), _GRACE_SECONDS)
+        # Whatever the leader did, its children may still be in its group.
+        await self._child.end_group(_GRACE_SECONDS)
+        await self._child.wait()
         for task in (self._stdout_task, self._stderr_task):
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
         if not self.reader.at_eof():
             self.reader.feed_eof()
-        if self._home is not None:
-            await asyncio.to_thread(shutil.rmtree, self._home, True)
+        await self._child.release()
 
     # -- internals ---------------------------------------------------------------------------
-
-    def _signal_group(self, sig: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pgid, sig)
-
-    def _kill_group(self) -> None:
-        self._signal_group(signal.SIGKILL)
 
     def _fail(self, error: AgentError) -> None:
         if not self._failure.done():
@@ -260,7 +344,7 @@ class AgentProcess:
                 try:
                     line = await stdout.readline()
                 except ValueError:  # asyncio's LimitOverrunError, re-raised by readline
-                    self._kill_group()
+                    await self._child.kill_group()
                     self._fail(
                         AgentProtocolError(
                             f"agent sent a message larger than the {self._limit} byte limit",
@@ -274,7 +358,7 @@ class AgentProcess:
                     try:
                         json.loads(line)
                     except ValueError:
-                        self._kill_group()
+                        await self._child.kill_group()
                         shown = self._redact(line[:200].decode("utf-8", "replace").strip())
                         self._fail(
                             AgentProtocolError(
@@ -284,7 +368,7 @@ class AgentProcess:
                         )
                         return
                 self.reader.feed_data(line)
-            code = await self._proc.wait()
+            code = await self._child.wait()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._stderr_task), _GRACE_SECONDS)
             if not self._closing:

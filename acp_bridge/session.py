@@ -1,6 +1,7 @@
 """`AcpSession`: the small API a runner uses to drive one external agent over ACP.
 
-`AcpSession.start` spawns the agent in the sandbox (see `process`), connects our
+`AcpSession.start` spawns the agent in its place (the sandbox, see `process`, or the
+conversation's container, see `places`), connects our
 `WorkspaceClient` to it with the SDK, and initializes with protocol version 1 and the fs and
 terminal capabilities. Each call is guarded: an agent that dies, writes garbage or runs past
 the timeout raises
@@ -11,6 +12,7 @@ agent's whole process group and every terminal it opened.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,6 +29,7 @@ from acp_bridge.client import (
     UpdateCallback,
     WorkspaceClient,
 )
+from acp_bridge.places import AgentPlace, SandboxPlace
 from acp_bridge.process import MESSAGE_LIMIT_BYTES, AgentProcess
 from workspaces.sandbox import Network
 
@@ -40,13 +43,14 @@ class AcpSession:
         client: WorkspaceClient,
         conn: ClientSideConnection,
         *,
-        cwd: Path,
+        cwd: str,
         timeout: float | None,
     ) -> None:
         self.process = process
         self.client = client
         self.conn = conn
         self.cwd = cwd
+        """The working directory as the agent sees it (what session/new and load are sent)."""
         self.timeout = timeout
         self.initialize_response: InitializeResponse | None = None
         self.session_id: str | None = None
@@ -68,29 +72,24 @@ class AcpSession:
         timeout: float | None = 600.0,
         redact: Callable[[str], str] | None = None,
         message_limit: int = MESSAGE_LIMIT_BYTES,
+        place: AgentPlace | None = None,
     ) -> AsyncIterator[AcpSession]:
         """Spawn and initialize the agent; on leaving, close the connection, kill open
         terminals and the agent's whole process group. `workspace` (the root the agent's fs and
         terminal requests are confined to) defaults to `cwd`; `timeout` bounds each call;
-        `message_limit` is the largest line accepted from the agent. The agent runs in the
-        sandbox with `workspace` writable, `readonly` visible and `network` (see `process`)."""
-        root = workspace or cwd
-        client = WorkspaceClient(root=root, on_update=on_update, on_permission=on_permission)
-        process = await AgentProcess.spawn(
-            command,
-            args,
-            env=env,
-            cwd=cwd,
-            workspace=root,
-            readonly=readonly,
-            network=network,
-            redact=redact,
-            limit=message_limit,
-        )
+        `message_limit` is the largest line accepted from the agent. By default the agent runs
+        in the sandbox with `workspace` writable, `readonly` visible and `network` (see
+        `process`); a `place` (a container's, see `places`) runs it there instead, with its
+        own root and network."""
+        if place is None:
+            place = SandboxPlace(workspace or cwd, readonly=readonly, network=network)
+        client = WorkspaceClient(place=place, on_update=on_update, on_permission=on_permission)
+        child = await place.spawn(command, args, env=env, cwd=cwd, limit=message_limit)
+        process = AgentProcess(child, redact=redact, limit=message_limit)
         conn: ClientSideConnection | None = None
         try:
             conn = acp.connect_to_agent(client, process.stdin, process.reader)
-            session = cls(process, client, conn, cwd=cwd, timeout=timeout)
+            session = cls(process, client, conn, cwd=_agent_path(place, cwd), timeout=timeout)
             await session.initialize()
             yield session
         finally:
@@ -114,7 +113,7 @@ class AcpSession:
     async def new_session(self) -> str:
         """`session/new` with the working directory as cwd; returns (and remembers) its id."""
         response = await self.process.guard(
-            self.conn.new_session(cwd=str(self.cwd), mcp_servers=[]), timeout=self.timeout
+            self.conn.new_session(cwd=self.cwd, mcp_servers=[]), timeout=self.timeout
         )
         self.session_id = response.session_id
         self.client.session_known(response.session_id)
@@ -143,3 +142,12 @@ class AcpSession:
         if self.session_id is None:
             raise RuntimeError("call new_session() first")
         return self.session_id
+
+
+def _agent_path(place: AgentPlace, cwd: Path) -> str:
+    """`cwd` (a host path inside the place's root) as the agent sees it."""
+    real = Path(os.path.realpath(cwd))
+    if place.agent_root == str(place.root) or not real.is_relative_to(place.root):
+        return str(cwd)
+    relative = real.relative_to(place.root)
+    return place.agent_root if relative == Path(".") else f"{place.agent_root}/{relative}"

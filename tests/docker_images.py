@@ -11,6 +11,7 @@ When no engine answers this raises: Docker tests fail loudly, they are never ski
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
 import shutil
 import subprocess
@@ -59,6 +60,36 @@ def test_image() -> str:
 test_image.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test to collect
 
 
+@functools.cache
+def test_image_with(name: str, files: tuple[tuple[str, bytes], ...]) -> str:
+    """The test image plus `files` (path in the image, content; executable), tagged
+    `canvas-test/NAME:<digest of the files>` so a changed file makes a new image."""
+    digest = hashlib.sha256(repr(files).encode()).hexdigest()[:12]
+    tag = f"canvas-test/{name}:{digest}"
+    client = docker.from_env()
+    try:
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise RuntimeError(f"no Docker engine answers: {exc}") from exc
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        repository, version = tag.rsplit(":", 1)
+        client.api.import_image_from_data(
+            _rootfs_tar(dict(files)),
+            repository=repository,
+            tag=version,
+            changes=["USER agent", "WORKDIR /", 'CMD ["sleep", "infinity"]'],
+        )
+        client.images.get(tag)
+    finally:
+        client.close()
+    return tag
+
+
+test_image_with.__test__ = False  # type: ignore[attr-defined]
+
+
 def _ensure_packages() -> None:
     if shutil.which(_BUSYBOX) and shutil.which(_BASH):
         return
@@ -70,8 +101,9 @@ def _ensure_packages() -> None:
     )
 
 
-def _rootfs_tar() -> bytes:
-    """The image's whole file system as an uncompressed tar, built in memory (about 5 MB)."""
+def _rootfs_tar(extra: dict[str, bytes] | None = None) -> bytes:
+    """The image's whole file system as an uncompressed tar, built in memory (about 5 MB),
+    with `extra` files (executable; their missing directories made)."""
     _ensure_packages()
     applets = subprocess.run(
         [_BUSYBOX, "--list-full"], capture_output=True, text=True, check=True
@@ -112,4 +144,13 @@ def _rootfs_tar() -> bytes:
         add_link("bin/sh", "bash")
         add_file("etc/passwd", _PASSWD.encode())
         add_file("etc/group", _GROUP.encode())
+        made = {"bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "root", "home", "tmp"}
+        for path, data in (extra or {}).items():
+            parts = path.strip("/").split("/")
+            for depth in range(1, len(parts)):
+                directory = "/".join(parts[:depth])
+                if directory not in made:
+                    add_dir(directory)
+                    made.add(directory)
+            add_file("/".join(parts), data, 0o755)
     return buffer.getvalue()

@@ -1,6 +1,7 @@
 """The asynchronous side of one ACP turn, on a thread of its own with its own event loop.
 
-`TurnDriver.run()` spawns the agent (acp_bridge.session), opens its session (session/load of
+`TurnDriver.run()` spawns the agent (acp_bridge.session; in the request's place: the sandbox
+here, or the conversation's container), opens its session (session/load of
 the previous one when the agent offers it, else a new one, told what happened so far), sends
 the prompt and waits for the answer. It never touches the database: everything for the log
 goes, in order, onto `outbox` as `Outgoing` items for the worker's thread (orchestration.
@@ -23,6 +24,7 @@ from typing import Any, Literal
 from acp import RequestError
 from acp.schema import PermissionOption, PromptResponse, ToolCallUpdate
 
+from acp_bridge.places import AgentPlace
 from acp_bridge.process import AgentError, AgentTimeout
 from acp_bridge.session import AcpSession
 from acp_bridge.translate import Translator
@@ -69,6 +71,9 @@ class TurnRequest:
     default_mode: str | None = None
     missing_secrets: Sequence[str] = ()
     """Secrets the profile names that the team does not have: named if the agent wants auth."""
+    place: AgentPlace | None = None
+    """Where the agent runs (its conversation's container); None: the sandbox on this host,
+    with `readonly` and `network`."""
 
 
 class TurnDriver:
@@ -161,7 +166,7 @@ class TurnDriver:
             async with AcpSession.start(
                 r.command, r.args, env=r.env, cwd=r.workspace, readonly=r.readonly,
                 network=r.network, on_update=self._on_update, on_permission=self._on_permission,
-                timeout=START_TIMEOUT_SECONDS,
+                timeout=START_TIMEOUT_SECONDS, place=r.place,
                 redact=self._redactor.redact if self._redactor is not None else None,
             ) as session:  # fmt: skip
                 self._session = session

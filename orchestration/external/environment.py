@@ -3,12 +3,14 @@
 Literal values as written; a `SecretRef` as the named team secret's value (an error naming
 it when the team has no such secret); the profile's `secrets` under their own names when the
 team has them (those it lacks are remembered, to name them if the agent asks to
-authenticate). PATH and HOME come from the sandbox and the profile, never from the worker.
+authenticate). PATH and HOME come from the sandbox and the profile, never from the worker; in a
+container the image's own PATH and HOME stand unless the profile sets them.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from acp_bridge.profiles import AcpProfile, SecretRef
@@ -26,11 +28,24 @@ class AgentEnvironment:
     error: str | None = None
 
 
-def agent_environment(profile: AcpProfile, team_id: int) -> AgentEnvironment:
+def agent_environment(
+    profile: AcpProfile,
+    team_id: int,
+    *,
+    only: Iterable[str] | None = None,
+    in_container: bool = False,
+) -> AgentEnvironment:
+    """`only`: the conversation's secret names (an automation's allowed_secrets); a secret
+    outside them is missing for this agent, as if the team had none by that name.
+    `in_container`: for an agent in the conversation's container (no PATH of ours: the
+    image's stands; no host directory to show it)."""
     from teams.secrets import secret_values_for_team
 
     values = secret_values_for_team(team_id) if profile.secret_names else {}
-    env: dict[str, str] = {"PATH": DEFAULT_PATH}
+    if only is not None:
+        allowed = set(only)
+        values = {name: value for name, value in values.items() if name in allowed}
+    env: dict[str, str] = {} if in_container else {"PATH": DEFAULT_PATH}
     for name, value in profile.env.items():
         if isinstance(value, SecretRef):
             if value.secret not in values:
@@ -50,7 +65,8 @@ def agent_environment(profile: AcpProfile, team_id: int) -> AgentEnvironment:
             env.setdefault(name, values[name])
         else:
             missing.append(name)
-    return AgentEnvironment(env=env, missing=tuple(missing), readonly=_command_dir(profile, env))
+    readonly = () if in_container else _command_dir(profile, env)
+    return AgentEnvironment(env=env, missing=tuple(missing), readonly=readonly)
 
 
 def _command_dir(profile: AcpProfile, env: dict[str, str]) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ import queue
 import threading
 from pathlib import Path
 
+from acp_bridge.places import AgentPlace
 from acp_bridge.profiles import UnknownAcpProfileError, acp_profile_get
 from conversations import store
 from conversations.events import (
@@ -56,6 +57,7 @@ from ..workspace import workspace_of
 from .driver import Outgoing, TurnDriver, TurnRequest
 from .environment import AgentEnvironment, agent_environment
 from .permissions import PendingPermissions, closed_calls
+from .place import agent_place, in_container
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +153,10 @@ class AcpTurn:
                 "not allowed by policy",
             )
             return
-        environment = agent_environment(profile, self.team_id)
+        environment = agent_environment(
+            profile, self.team_id, only=self.conversation.secret_names,
+            in_container=in_container(self.conversation),
+        )  # fmt: skip
         if environment.error is not None:
             self.fail(
                 "acp_missing_secret", environment.error, "a secret the agent needs is missing"
@@ -159,11 +164,17 @@ class AcpTurn:
             return
         if not self._fill():
             return
+        where = agent_place(self.conversation, policy=self.policy)
+        if where.error is not None:
+            self.fail("acp_start_failed", where.error, _reason("acp_start_failed"))
+            return
         prompt = "\n\n".join(m.text for m in messages) if messages else CONTINUE_PROMPT
         self.append([AcpPromptEvent(message_ids=[m.id for m in messages])])
-        self._drive(profile, environment, prompt)
+        self._drive(profile, environment, prompt, where.place)
 
-    def _drive(self, profile, environment: AgentEnvironment, prompt: str) -> None:
+    def _drive(
+        self, profile, environment: AgentEnvironment, prompt: str, place: AgentPlace | None
+    ) -> None:
         previous = self._previous_session()
         request = TurnRequest(
             command=profile.command, args=profile.args, env=environment.env,
@@ -175,7 +186,7 @@ class AcpTurn:
             prompt=prompt, replay=self._replay(prompt) if previous or self._earlier() else prompt,
             previous_session=previous, agent=profile.name, worker=worker_identity(),
             turn_timeout=float(profile.turn_timeout_seconds), default_mode=profile.default_mode,
-            missing_secrets=environment.missing,
+            missing_secrets=environment.missing, place=place,
         )  # fmt: skip
         driver = TurnDriver(request, redactor=self.redactor, conversation_id=self.conversation_id)
         permissions = PendingPermissions(self, driver)

@@ -138,14 +138,16 @@ def test_the_refusal_is_shown_on_the_full_page_without_htmx(browser, policy):
     assert not Conversation.objects.exists()
 
 
-def test_an_external_agent_in_a_docker_workspace_is_refused(browser, policy, settings, monkeypatch):
+def test_an_external_agent_can_run_in_a_docker_workspace(
+    browser, user, policy, settings, monkeypatch, dispatched
+):
     import orchestration.services
 
     monkeypatch.setattr(orchestration.services, "kind_unavailable", lambda kind: None)
     response = _new(
         browser, agent=FIXTURE, workspace_kind="docker", image=settings.CANVAS_DOCKER_IMAGE
     )
-    page = response.content.decode()
-    assert response.status_code == 400, page
-    assert "external agents run in local workspaces; docker workspaces are not supported" in page
-    assert not Conversation.objects.exists()
+    assert response.status_code == 200, response.content.decode()
+    conversation = Conversation.objects.get(owner=user)
+    assert conversation.agent == FIXTURE and conversation.workspace_spec["kind"] == "docker"
+    assert [pk for pk, _slice in dispatched] == [str(conversation.pk)]
