@@ -14,13 +14,14 @@ from pydantic import ValidationError
 from common.errors import InvalidInput
 from common.inputs import MONEY_MAX
 from teams.models import Team
+from teams.outbound import outbound_url_check
 from teams.policies import policy_for_team
 from teams.secrets import NAME_PATTERN as SECRET_NAME
 from workspaces.spec import WorkspaceSpec
 
 from .filters import FilterError, compile_filter
 from .templating import TemplateError, parse
-from .vocabulary import Concurrency, Missed, Trigger
+from .vocabulary import AUTOMATION_TRIGGERS, Concurrency, Missed, Trigger
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_TEMPLATE_CHARS = 100_000
@@ -29,7 +30,12 @@ MAX_SECRETS = 100
 FIELDS = (
     "name", "enabled", "trigger", "cron", "timezone", "missed", "prompt_template", "filter",
     "model", "agent", "workspace_spec", "concurrency", "max_cost_usd", "allowed_secrets",
+    "callback_url", "deadline_minutes", "limits",
 )  # fmt: skip
+LIMIT_KEYS = ("confirmation_mode", "risk_threshold", "max_iterations", "tools")
+"""What an automation may tighten for its runs (the budget is max_cost_usd)."""
+MAX_URL_CHARS = 2000
+MAX_DEADLINE_MINUTES = 7 * 24 * 60
 
 
 def _one_of(value: Any, field: str, vocabulary) -> str:
@@ -132,6 +138,64 @@ def clean_secrets(value: Any) -> list[str]:
     return sorted(set(value))
 
 
+def clean_callback_url(value: Any) -> str:
+    """Empty (no callback), or an http(s) URL outside the networks the site blocks: the
+    same guard as the team's notification webhook, checked again at every send."""
+    value = _text(value, "callback_url", MAX_URL_CHARS)
+    if value:
+        outbound_url_check(value, what="the callback URL")
+    return value
+
+
+def clean_deadline(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput("deadline_minutes must be a whole number of minutes.")
+    if not 1 <= value <= MAX_DEADLINE_MINUTES:
+        raise InvalidInput(f"deadline_minutes must be 1 to {MAX_DEADLINE_MINUTES} (a week).")
+    return value
+
+
+def clean_limits(value: Any) -> dict[str, Any]:
+    """Only LIMIT_KEYS, None dropped; whether each is no looser than the team's policy is
+    `check_limits`' (it needs the team)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidInput(f"limits must be an object with some of {', '.join(LIMIT_KEYS)}.")
+    unknown = sorted(str(key)[:40] for key in value if key not in LIMIT_KEYS)
+    if unknown:
+        raise InvalidInput(
+            f"limits: unknown {', '.join(unknown)} (known: {', '.join(LIMIT_KEYS)})."
+        )
+    cleaned = {key: value[key] for key in LIMIT_KEYS if value.get(key) is not None}
+    if "tools" in cleaned:
+        tools = cleaned["tools"]
+        if not isinstance(tools, list | tuple) or not all(isinstance(t, str) for t in tools):
+            raise InvalidInput("limits.tools must be a list of tool names.")
+        cleaned["tools"] = list(dict.fromkeys(tools))
+    return cleaned
+
+
+def check_limits(*, team: Team, agent: str, limits: dict[str, Any]) -> None:
+    """The limits as the team's policy allows them now (a run checks again when it starts)."""
+    if not limits:
+        return
+    if agent:
+        raise InvalidInput(
+            "limits apply to our own agent; an external agent's requests follow the team "
+            "policy's rules for it (acp_auto_allow_kinds)."
+        )
+    from orchestration.tools.registry import tools_for
+    from teams.policies import tighten
+
+    tighten(policy_for_team(team.pk), limits)
+    if "tools" in limits:
+        try:
+            tools_for(limits["tools"])
+        except KeyError as exc:
+            raise InvalidInput(f"limits.tools: {exc.args[0]}.") from None
+
+
 def check_agent(*, team: Team, model: str, agent: str, workspace_spec: dict[str, Any]) -> None:
     """The model or ACP profile and the workspace kind as the team's policy allows them now;
     the policy may change later, and conversation_create checks again when a run starts."""
@@ -179,7 +243,7 @@ def clean_one(key: str, value: Any) -> Any:
             raise InvalidInput("enabled must be true or false.")
         return value
     if key == "trigger":
-        return _one_of(value, "trigger", Trigger)
+        return _one_of(value, "trigger", AUTOMATION_TRIGGERS)
     if key == "concurrency":
         return _one_of(value, "concurrency", Concurrency)
     if key == "missed":
@@ -191,7 +255,8 @@ def clean_one(key: str, value: Any) -> Any:
     cleaners = {
         "cron": clean_cron, "timezone": clean_timezone, "prompt_template": clean_template,
         "filter": clean_filter, "workspace_spec": clean_workspace, "max_cost_usd": clean_budget,
-        "allowed_secrets": clean_secrets,
+        "allowed_secrets": clean_secrets, "callback_url": clean_callback_url,
+        "deadline_minutes": clean_deadline, "limits": clean_limits,
     }  # fmt: skip
     if key not in cleaners:
         raise InvalidInput(f"unknown automation field {key}.")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from .vocabulary import Concurrency, Missed, RunStatus, Trigger
+from .vocabulary import AUTOMATION_TRIGGERS, Concurrency, Missed, RunStatus, Trigger
 
 
 def _choices(vocabulary) -> list[tuple[str, str]]:
@@ -19,7 +19,7 @@ class Automation(models.Model):
     team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="automations")
     name = models.CharField(max_length=64)
     enabled = models.BooleanField(default=True)
-    trigger = models.CharField(max_length=16, choices=_choices(Trigger))
+    trigger = models.CharField(max_length=16, choices=_choices(AUTOMATION_TRIGGERS))
     cron = models.CharField(max_length=100, blank=True, help_text="For schedules (croniter).")
     timezone = models.CharField(max_length=64, default="UTC")
     missed = models.CharField(
@@ -39,7 +39,21 @@ class Automation(models.Model):
         max_length=16, choices=_choices(Concurrency), default=Concurrency.SKIP.value
     )
     max_cost_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
-    allowed_secrets = models.JSONField(default=list, blank=True)
+    allowed_secrets = models.JSONField(
+        default=list, blank=True, help_text="Team secrets its runs may use; empty: none."
+    )
+    callback_url = models.URLField(
+        max_length=2000, blank=True,
+        help_text="Where each run's result is POSTed, signed with the webhook secret.",
+    )  # fmt: skip
+    limits = models.JSONField(
+        default=dict, blank=True,
+        help_text="Its runs' tightening of the team policy: confirmation_mode, risk_threshold, "
+        "max_iterations, tools (teams.policies.tighten).",
+    )  # fmt: skip
+    deadline_minutes = models.PositiveIntegerField(
+        default=60, help_text="A run going longer alerts the team's notification webhook."
+    )
     webhook_secret = models.TextField(help_text="Fernet ciphertext (teams.crypto).")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -81,6 +95,20 @@ class AutomationRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    retry_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries"
+    )
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+", help_text="Who pressed Run now or Retry; null for its trigger.",
+    )  # fmt: skip
+    # The outbox (automations.outbox): set when the notice was handed to a worker, so each
+    # is sent once however many sweepers run.
+    failure_alerted_at = models.DateTimeField(null=True, blank=True)
+    overdue_alerted_at = models.DateTimeField(null=True, blank=True)
+    callback_done_at = models.DateTimeField(
+        null=True, blank=True, help_text="Callback handed over, or none to send."
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -96,6 +124,15 @@ class AutomationRun(models.Model):
                 fields=["created_at"],
                 condition=models.Q(status__in=["accepted", "queued", "started"]),
                 name="automation_run_open",
+            ),
+            # The outbox's work list: ended runs with a notice still unsent.
+            models.Index(
+                fields=["finished_at"],
+                condition=models.Q(failure_alerted_at__isnull=True, status="failed")
+                | models.Q(
+                    callback_done_at__isnull=True, status__in=["finished", "failed", "cancelled"]
+                ),
+                name="automation_run_unreported",
             ),
         ]
 

@@ -99,6 +99,7 @@ def _create(automation: Automation, run: AutomationRun):
         model=automation.model, agent=automation.agent or None,
         workspace_spec=spec_of(automation.workspace_spec),
         max_cost_usd=float(automation.max_cost_usd) if automation.max_cost_usd else None,
+        secret_names=list(automation.allowed_secrets), **(automation.limits or {}),
     )  # fmt: skip
 
 

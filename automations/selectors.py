@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 
 from common.errors import NotFound
 from teams.models import Team
@@ -28,7 +28,29 @@ def run_list(
     *, automation: Automation, status: str | None = None, limit: int = 50
 ) -> list[AutomationRun]:
     """Newest first, with each run's conversation (for its status) in the same query."""
-    rows = AutomationRun.objects.filter(automation=automation).select_related("conversation")
+    rows = AutomationRun.objects.filter(automation=automation).select_related(
+        "conversation", "started_by"
+    )
     if status:
         rows = rows.filter(status=status)
     return list(rows.order_by("-created_at", "-id")[: max(1, min(limit, MAX_RUNS_PAGE))])
+
+
+def run_get(*, automation: Automation, run_id: int) -> AutomationRun:
+    """NotFound for a run of another automation, as for one that does not exist."""
+    run = AutomationRun.objects.filter(automation=automation, pk=run_id).first()
+    if run is None:
+        raise NotFound("no such run.")
+    return run
+
+
+def last_runs(*, automations: list[Automation]) -> dict[int, AutomationRun]:
+    """Each automation's newest run, by automation id (none: no key); one query, on
+    Postgres and SQLite alike (no DISTINCT ON)."""
+    newest = (
+        AutomationRun.objects.filter(automation=OuterRef("automation"))
+        .order_by("-created_at", "-id")
+        .values("pk")[:1]
+    )
+    rows = AutomationRun.objects.filter(automation__in=automations, pk=Subquery(newest))
+    return {run.automation_id: run for run in rows}

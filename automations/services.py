@@ -79,6 +79,7 @@ def _check_whole(automation: Automation) -> None:
         team=automation.team, model=automation.model, agent=automation.agent,
         workspace_spec=automation.workspace_spec,
     )  # fmt: skip
+    f.check_limits(team=automation.team, agent=automation.agent, limits=automation.limits)
 
 
 def _save(automation: Automation) -> None:

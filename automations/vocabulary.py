@@ -9,6 +9,12 @@ from enum import StrEnum
 class Trigger(StrEnum):
     WEBHOOK = "webhook"
     SCHEDULE = "schedule"
+    MANUAL = "manual"
+    """A run a person started (Run now, Retry); never an automation's own trigger."""
+
+
+AUTOMATION_TRIGGERS = (Trigger.WEBHOOK, Trigger.SCHEDULE)
+"""What an automation may be triggered by; runs may also be `manual`."""
 
 
 class Concurrency(StrEnum):
@@ -46,6 +52,11 @@ class RunStatus(StrEnum):
     CANCELLED = "cancelled"
     """Stopped by a newer run under the `cancel` rule."""
 
+
+RETRYABLE_STATUSES = frozenset({RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.SKIPPED})
+"""Runs a person may start again (automations.manual.run_retry)."""
+REPORTED_STATUSES = frozenset({RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED})
+"""Ends a completion callback reports (automations.outbox)."""
 
 OPEN_STATUSES = frozenset({RunStatus.ACCEPTED, RunStatus.QUEUED})
 """Runs still waiting for a conversation: start_pending_runs' work list."""

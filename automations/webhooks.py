@@ -104,7 +104,7 @@ def _over_rate(automation_id: int, now: float) -> int | None:
     return max(1, (window + 1) * 60 - int(now)) if count > limit else None
 
 
-def _payload_problem(payload: Any) -> str | None:
+def payload_problem(payload: Any) -> str | None:
     """Why Postgres cannot hold `payload` (NUL, unencodable text) or it nests too deep."""
     stack = [(payload, 1)]
     while stack:
@@ -193,7 +193,7 @@ def delivery_receive(
         payload = json.loads(body)
     except (ValueError, RecursionError):
         return _error(400, "invalid_input", "the body must be JSON.")
-    problem = _payload_problem(payload)
+    problem = payload_problem(payload)
     if problem is not None:
         return _error(400, "invalid_input", problem)
     key = verified.delivery_key

@@ -253,13 +253,16 @@ def start_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
 
 
 @contextlib.contextmanager
-def serving(log_name: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    """`manage.py serve` with the bench environment on a free port, once /login/ answers:
-    its base URL and process. Stopped on the way out; exits with its log if it never answers."""
+def serving(
+    log_name: str, extra_env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`manage.py serve` with the bench environment (plus `extra_env`) on a free port, once
+    /login/ answers: its base URL and process. Stopped on the way out; exits with its log if
+    it never answers."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = scratch_dir() / log_name
-    server = start_server(bench_env(), port, log)
+    server = start_server(bench_env(extra_env), port, log)
     try:
         if wait_http(f"{base}/login/", timeout=60, proc=server) is None:
             sys.exit(f"the server did not answer; see {log}:\n{log.read_text()[-2000:]}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from django.urls import reverse
 from django.utils.text import slugify
 
+from automations.models import Automation
 from conversations.models import Conversation
 from teams.models import (
     AcpAgentProfile,
@@ -84,6 +85,7 @@ FINDERS: dict[str, Callable[[Team, set[str]], dict[str, AuditTarget]]] = {
     "hook": _named(Hook, "team-hooks"),
     "agent": _named(TeamAgent, "team-agents"),
     "acp_agent": _named(AcpAgentProfile, "team-acp-agents", "#acp-agent-{}"),
+    "automation": _named(Automation, "team-automations"),
 }
 """By the part of a record's kind before the dot."""
 

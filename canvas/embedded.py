@@ -101,13 +101,13 @@ class EmbeddedWorker:
     def _sweep(self) -> None:
         from django.db import connection
 
-        from automations.tasks import fire_schedules, start_pending_runs
+        from automations.tasks import fire_schedules, send_notices, start_pending_runs
         from orchestration.tasks import sweep_runs
 
         # Schedules too, every sweep (more often than beat would): a due slot fires once
         # whoever looks, and looking is one query.
         while not self._stop.wait(settings.CANVAS_SWEEP_SECONDS):
-            for sweep in (sweep_runs, start_pending_runs, fire_schedules):
+            for sweep in (sweep_runs, start_pending_runs, send_notices, fire_schedules):
                 try:
                     sweep()
                 except Exception:

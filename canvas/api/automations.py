@@ -16,13 +16,14 @@ from django.urls import reverse
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
-from automations import selectors, services
-from automations.fields import MAX_SECRETS, MAX_TEMPLATE_CHARS
+from automations import manual, selectors, services
+from automations.fields import MAX_DEADLINE_MINUTES, MAX_SECRETS, MAX_TEMPLATE_CHARS, MAX_URL_CHARS
 from automations.filters import MAX_FILTER_CHARS
 from automations.models import Automation, AutomationRun
 from common.inputs import Id, Int, Money, Text
 from teams.permissions import Action
 from teams.services import team_get_for
+from teams.vocabulary import ConfirmationModeName, RiskName
 from workspaces.spec import spec_of
 
 from . import ERRORS
@@ -31,6 +32,15 @@ from .conversations import WorkspaceIn, WorkspaceOut
 router = Router(tags=["automations"])
 
 TEMPLATE_HELP = "{{ payload.a.b }} substitutions (list items by number); nothing else runs."
+
+
+class LimitsIn(Schema):
+    """The runs' tightening of the team policy; each only as strict or stricter."""
+
+    confirmation_mode: ConfirmationModeName | None = None
+    risk_threshold: RiskName | None = None
+    max_iterations: Int(ge=1, le=10_000) | None = None
+    tools: list[Text(64)] | None = Field(default=None, max_length=50)
 
 
 class AutomationFields(Schema):
@@ -59,7 +69,21 @@ class AutomationFields(Schema):
     )
     enabled: bool | None = None
     max_cost_usd: Money | None = Field(default=None, description="Budget per run, USD.")
-    allowed_secrets: list[Text(64)] | None = Field(default=None, max_length=MAX_SECRETS)
+    allowed_secrets: list[Text(64)] | None = Field(
+        default=None, max_length=MAX_SECRETS,
+        description="Team secrets a run may use by name; empty (the default): none.",
+    )  # fmt: skip
+    callback_url: Text(MAX_URL_CHARS) | None = Field(
+        default=None,
+        description="Each run's result (status, final answer, conversation link) is POSTed "
+        "here, signed with the webhook secret like team notifications. Empty: none.",
+    )
+    deadline_minutes: Int(ge=1, le=MAX_DEADLINE_MINUTES) | None = Field(
+        default=None, description="A run going longer alerts the team's notification webhook."
+    )
+    limits: LimitsIn | None = Field(
+        default=None, description="Tighter than the team policy for its runs (our agent only)."
+    )
 
 
 class AutomationIn(AutomationFields):
@@ -85,6 +109,9 @@ class AutomationOut(Schema):
     concurrency: str
     max_cost_usd: float | None
     allowed_secrets: list[str]
+    callback_url: str
+    deadline_minutes: int
+    limits: dict[str, Any]
     webhook_url: str
     created_by: str | None
     created_at: datetime
@@ -97,7 +124,9 @@ class AutomationSecretOut(AutomationOut):
 
 class RunOut(Schema):
     id: int
-    trigger: str
+    trigger: str = Field(description='"webhook", "schedule" or "manual" (Run now, Retry).')
+    retry_of: int | None = None
+    started_by: str | None = Field(default=None, description="Who ran it by hand.")
     status: str
     delivery_key: str
     conversation_id: uuid.UUID | None
@@ -123,7 +152,8 @@ def _out(request: HttpRequest, a: Automation) -> dict[str, Any]:
         "agent": a.agent, "workspace": spec_of(a.workspace_spec).as_json(),
         "concurrency": a.concurrency,
         "max_cost_usd": float(a.max_cost_usd) if a.max_cost_usd is not None else None,
-        "allowed_secrets": list(a.allowed_secrets),
+        "allowed_secrets": list(a.allowed_secrets), "callback_url": a.callback_url,
+        "deadline_minutes": a.deadline_minutes, "limits": dict(a.limits or {}),
         "webhook_url": request.build_absolute_uri(reverse("automation-webhook", args=[a.pk])),
         "created_by": a.created_by.get_username() if a.created_by else None,
         "created_at": a.created_at, "updated_at": a.updated_at,
@@ -141,12 +171,15 @@ def _run(r: AutomationRun) -> dict[str, Any]:
         "conversation_id": r.conversation_id,
         "conversation_status": r.conversation.status if r.conversation else None,
         "prompt": r.prompt, "error": r.error, "cost_usd": float(r.cost_usd),
+        "retry_of": r.retry_of_id,
+        "started_by": r.started_by.get_username() if r.started_by else None,
         "created_at": r.created_at, "started_at": r.started_at, "finished_at": r.finished_at,
     }  # fmt: skip
 
 
 def _fields(body: AutomationFields) -> dict[str, Any]:
-    given = body.model_dump(exclude={"workspace"})
+    given = body.model_dump(exclude={"workspace", "limits"})
+    given["limits"] = body.limits.model_dump(exclude_none=True) if body.limits else None
     given["workspace_spec"] = body.workspace.model_dump() if body.workspace else None
     return given
 
@@ -213,3 +246,40 @@ def automation_runs(
     automation = selectors.automation_get(team=team, automation_id=automation_id)
     runs = selectors.run_list(automation=automation, status=filters.status, limit=filters.limit)
     return [_run(r) for r in runs]
+
+
+class RunNowIn(Schema):
+    payload: dict[str, Any] | None = Field(
+        default=None, description="The trigger's payload for the template; default {}."
+    )
+
+
+def _run_answer(outcome) -> Status:
+    run = AutomationRun.objects.select_related("conversation", "started_by").get(pk=outcome.run.pk)
+    return Status(202 if run.conversation_id else 200, _run(run))
+
+
+@router.post(
+    "/{team_id}/automations/{automation_id}/runs",
+    response={200: RunOut, 202: RunOut, **ERRORS},
+)
+def automation_run_now(request: HttpRequest, team_id: Id, automation_id: Id, body: RunNowIn):
+    """Run it now (admins): 202 with the run when its conversation started, 200 when it
+    did not (skipped by the concurrency rule, queued, or failed: see status and error)."""
+    team = team_get_for(request.user, team_id, Action.ADMINISTER)
+    outcome = manual.run_now(
+        by=request.user, team=team, automation_id=automation_id, payload=body.payload
+    )
+    return _run_answer(outcome)
+
+
+@router.post(
+    "/{team_id}/automations/{automation_id}/runs/{run_id}/retry",
+    response={200: RunOut, 202: RunOut, **ERRORS},
+)
+def automation_run_retry(request: HttpRequest, team_id: Id, automation_id: Id, run_id: Id):
+    """A failed, cancelled or skipped run again, as a new run with the same payload."""
+    team = team_get_for(request.user, team_id, Action.ADMINISTER)
+    automation = selectors.automation_get(team=team, automation_id=automation_id)
+    run = selectors.run_get(automation=automation, run_id=run_id)
+    return _run_answer(manual.run_retry(by=request.user, team=team, run_id=run.pk))

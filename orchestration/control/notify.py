@@ -160,32 +160,41 @@ def webhook_deliver(
     target = webhook_target_for_team(team_id)
     if target is None:  # cleared since the notification was scheduled
         return False
-    host = url_host(target.url)
-    body = json.dumps(
-        build_payload(
-            conversation_id=conversation_id, status=status, reason=reason, title=title,
-            occurred_at=occurred_at,
-        ),
-        ensure_ascii=False, separators=(",", ":"),
+    payload = build_payload(
+        conversation_id=conversation_id, status=status, reason=reason, title=title,
+        occurred_at=occurred_at,
     )  # fmt: skip
+    return signed_post(
+        url=target.url, secret=target.secret, payload=payload, delivery_id=delivery_id,
+        what=f"notification webhook (conversation {conversation_id})",
+    )  # fmt: skip
+
+
+def signed_post(*, url: str, secret: str, payload: dict[str, Any], delivery_id: str,
+                what: str) -> bool:  # fmt: skip
+    """POST `payload` as JSON signed with `secret` (the module's docstring has the headers).
+    True when the receiver took it; False when the target is refused (common.netguard,
+    checked again after resolving, the connection made to the checked address) or the
+    receiver refused for good (4xx, a redirect). Raises RetryableDeliveryError for timeouts,
+    network errors, a name that does not resolve, 5xx and 429. Log lines name the host and
+    `what`, never the URL or the secret: both are credentials."""
+    host = url_host(url)
+    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     timestamp = str(int(time.time()))
     headers = {
         "Content-Type": "application/json; charset=utf-8",
         "User-Agent": "agent-canvas-notify/1",
         "X-Canvas-Timestamp": timestamp,
-        "X-Canvas-Signature": signature(target.secret, timestamp, body),
+        "X-Canvas-Signature": signature(secret, timestamp, body),
         "X-Canvas-Delivery": delivery_id,
     }
     try:
         code = safe_http.post(
-            target.url, body.encode(), headers=headers, timeout=TIMEOUT_SECONDS,
+            url, body.encode(), headers=headers, timeout=TIMEOUT_SECONDS,
             allowed_networks=netguard.site_allowed_networks(),
         )  # fmt: skip
     except netguard.BlockedURL as exc:  # saved before the rule, or its name now resolves there
-        logger.warning(
-            "notification webhook at %s not called for delivery %s (conversation %s): %s",
-            host, delivery_id, conversation_id, exc,
-        )  # fmt: skip
+        logger.warning("%s at %s not called for delivery %s: %s", what, host, delivery_id, exc)
         return False
     except netguard.UnresolvableHost:
         raise RetryableDeliveryError(f"{host}: the name does not resolve") from None
@@ -195,8 +204,5 @@ def webhook_deliver(
         return True
     if code >= 500 or code in RETRY_STATUSES:
         raise RetryableDeliveryError(f"{host}: HTTP {code}")
-    logger.warning(
-        "notification webhook at %s refused delivery %s for conversation %s: HTTP %s",
-        host, delivery_id, conversation_id, code,
-    )  # fmt: skip
+    logger.warning("%s at %s refused delivery %s: HTTP %s", what, host, delivery_id, code)
     return False

@@ -209,12 +209,6 @@ def spawn_children(
         )
     row = parent.conversation
     external = {a.agent: catalog.get(a.agent).acp_agent for a in asks}  # type: ignore[union-attr]
-    if any(external.values()) and spec_of(row.workspace_spec).kind != "local":
-        names = ", ".join(repr(name) for name, acp in external.items() if acp)
-        raise SpawnRefused(
-            f"Sub-agent type {names} is an external agent, which runs in local workspaces only; "
-            "this conversation's workspace is not local."
-        )
     share = _budget_share(parent, len(asks))
     configs = {a.agent: child_config(parent, catalog.get(a.agent), share) for a in asks}  # type: ignore[arg-type]
     spec = spec_of(row.workspace_spec).model_copy(update={"source": None}).as_json()
@@ -238,6 +232,7 @@ def _create_child(
         agent=acp_agent or "",
         agent_config=config.model_dump(mode="json"), workspace_path=parent.workspace_path,
         workspace_spec=spec, worker_host=parent.worker_host, parent_id=parent.pk,
+        secret_names=parent.secret_names,
         parent_action_id=tool_call_id, subagent_type=ask.agent, name=ask.name[:100],
     )  # fmt: skip
     child.title = redacted_title(parent.team, f"{ask.name}: {default_title(ask.prompt)}")

@@ -7,7 +7,7 @@ way that can fail) is the loop's job, so each tool only does its one thing.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, ClassVar, Protocol
@@ -29,6 +29,8 @@ class ToolResult:
     exit_code: int | None = None
     finish: bool = False
     """True when the run should end after this result (the finish tool)."""
+    output_file: str | None = None
+    """Where the whole output is when `content` holds only its head and tail."""
 
 
 class LazySecrets(Mapping[str, str]):
@@ -60,13 +62,18 @@ class LazySecrets(Mapping[str, str]):
         return f"<LazySecrets {'loaded' if self._values is not None else 'not loaded'}>"
 
 
-def team_secrets(team_id: int) -> LazySecrets:
-    """The team's secrets for tools, loaded (and decrypted) only when a tool asks."""
+def team_secrets(team_id: int, *, only: Iterable[str] | None = None) -> LazySecrets:
+    """The team's secrets for tools, loaded (and decrypted) only when a tool asks; with
+    `only`, just those names (an automation's allowed_secrets): the others do not exist for
+    the run. Redaction still knows them all (conversations.redaction)."""
 
     def load() -> Mapping[str, str]:
         from teams.secrets import secret_values_for_team
 
-        return secret_values_for_team(team_id)
+        values = secret_values_for_team(team_id)
+        if only is None:
+            return values
+        return {name: values[name] for name in only if name in values}
 
     return LazySecrets(load)
 

@@ -191,3 +191,33 @@ def test_a_schedule_with_a_time_zone_is_accepted(api, team):
 def test_a_second_automation_of_the_same_name_is_a_409(created, api, team):
     status, body = call(api, "post", url(team), BODY)
     assert status == 409 and "pr-review" in body["detail"]
+
+
+def test_limits_tighten_the_policy_for_the_runs_and_never_loosen_it(user, team, dispatched):
+    from django.test import Client
+
+    from automations import manual
+    from teams.policies import policy_update
+
+    policy_update(by=user, team=team, confirmation_mode="risky")
+    client = Client()
+    client.force_login(user)
+    base = f"/api/teams/{team.pk}/automations"
+    body = {"name": "strict", "trigger": "webhook", "prompt_template": "go", "model": "scripted",
+            "limits": {"confirmation_mode": "always", "max_iterations": 7,
+                       "tools": ["think", "finish"]}}  # fmt: skip
+    made = client.post(base, body, content_type="application/json")
+    assert made.status_code == 201, made.content
+    assert made.json()["limits"] == {"confirmation_mode": "always", "max_iterations": 7,
+                                     "tools": ["think", "finish"]}  # fmt: skip
+    looser = client.post(base, {**body, "name": "loose", "limits": {"confirmation_mode": "never"}},
+                         content_type="application/json")  # fmt: skip
+    assert looser.status_code == 400 and "confirmation_mode" in looser.json()["detail"]
+    unknown = client.post(base, {**body, "name": "odd", "limits": {"tools": ["nope"]}},
+                          content_type="application/json")  # fmt: skip
+    assert unknown.status_code == 400 and "nope" in unknown.json()["detail"]
+    run = manual.run_now(by=user, team=team, automation_id=made.json()["id"]).run
+    config = run.conversation.agent_config
+    assert (config["confirmation_mode"], config["max_iterations"], config["tools"]) == (
+        "always", 7, ["think", "finish"],
+    )  # fmt: skip

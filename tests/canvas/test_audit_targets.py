@@ -68,3 +68,14 @@ def test_a_team_agent_links_to_the_agents_page(user, team):
     agents = reverse("team-agents", args=[team.pk])
     assert f'<a href="{agents}">reviewer</a>' in cells
     assert "gone-agent" in cells
+
+
+def test_an_automation_links_to_the_automations_page(user, team):
+    from automations.services import automation_create
+
+    automation_create(by=user, team=team, name="nightly", trigger="webhook", prompt_template="p")
+    audit_record(actor=user, kind="automation.deleted", team=team, target="gone-automation")
+    cells = _target_cells(user, team)
+    page = reverse("team-automations", args=[team.pk])
+    assert f'<a href="{page}">nightly</a>' in cells
+    assert "gone-automation" in cells
