@@ -7,6 +7,7 @@ from conversations.events import (
     AgentErrorEvent,
     AgentMessageEvent,
     AnyEvent,
+    CondensationEvent,
     ObservationEvent,
     RunFinishedEvent,
     RunStartedEvent,
@@ -56,6 +57,9 @@ def event_summary(event: AnyEvent) -> str:
             return f"{event.tool}: {_clip(names)}"
         case SubagentsSettledEvent():
             return _clip(", ".join(f"{r.name} {r.status}" for r in event.results))
+        case CondensationEvent():
+            how = "dropped (hard reset)" if event.hard_reset else "summarised"
+            return f"{len(event.forgotten_ids)} events {how}: {_clip(event.summary)}"
     return ""
 
 

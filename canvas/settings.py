@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "orchestration",
     "acp_bridge",
     "automations",
+    "skills",
     "canvas",
     "axes",  # login lock-outs (see "Throttling" below)
 ]
@@ -214,6 +215,8 @@ CANVAS_ACP_AGENTS = _acp_agents()
 # Automations' webhooks (automations/webhooks.py): the largest body read, and signed
 # deliveries one automation accepts per minute.
 CANVAS_WEBHOOK_MAX_BYTES = int(os.environ.get("CANVAS_WEBHOOK_MAX_BYTES") or 1024 * 1024)
+# The largest workspace folder a fork copies, in the request that makes it (orchestration/fork.py).
+CANVAS_FORK_MAX_BYTES = int(os.environ.get("CANVAS_FORK_MAX_BYTES") or 512 * 1024 * 1024)
 CANVAS_WEBHOOK_RATE_PER_MINUTE = int(os.environ.get("CANVAS_WEBHOOK_RATE_PER_MINUTE") or 60)
 # The longest ACP turn any profile may run: bounds the task (and its lease keeper) of a turn.
 CANVAS_ACP_MAX_TURN_SECONDS = float(os.environ.get("CANVAS_ACP_MAX_TURN_SECONDS", "86400"))
@@ -296,6 +299,12 @@ CELERY_BEAT_SCHEDULE = {
     # previous run, or whose conversation ended (automations/runs.py).
     "automations-start-pending-runs": {
         "task": "automations.start_pending_runs",
+        "schedule": CANVAS_SWEEP_SECONDS,
+        "options": {"expires": CANVAS_SWEEP_SECONDS},
+    },
+    # Automation runs' failure and overdue alerts and completion callbacks (automations/outbox.py).
+    "automations-send-notices": {
+        "task": "automations.send_notices",
         "schedule": CANVAS_SWEEP_SECONDS,
         "options": {"expires": CANVAS_SWEEP_SECONDS},
     },

@@ -9,13 +9,18 @@ from . import (
     acp_agent_views,
     agent_views,
     approval_views,
+    automation_run_views,
+    automation_views,
+    fork_views,
     hook_views,
+    mcp_server_views,
     panel_views,
     policy_views,
     profile_views,
     run_control_views,
     secret_views,
     sidebar_views,
+    skill_views,
     stream_views,
     team_views,
     title_views,
@@ -31,6 +36,11 @@ conversation_urls = [
     path("", views.conversation_detail, name="conversation-detail"),
     path("messages", views.conversation_message, name="conversation-message"),
     path("events/<int:seq>/output", stream_views.event_output, name="conversation-event-output"),
+    path(
+        "events/<int:seq>/output/file",
+        stream_views.event_output_file,
+        name="conversation-event-output-file",
+    ),
     path("title", title_views.conversation_title, name="conversation-title"),
     path("pause", run_control_views.conversation_pause, name="conversation-pause"),
     path("interrupt", run_control_views.conversation_interrupt, name="conversation-interrupt"),
@@ -48,12 +58,15 @@ conversation_urls = [
     path("archive", sidebar_views.conversation_archive, name="conversation-archive"),
     path("restore", sidebar_views.conversation_restore, name="conversation-restore"),
     path("delete", sidebar_views.conversation_delete, name="conversation-delete"),
+    path("fork", fork_views.conversation_fork_view, name="conversation-fork"),
 ]
 
 # One team's page, members and audit log (canvas.team_views); its hooks, sandbox and
 # notification webhook (canvas.hook_views); its secrets, policy, model profiles and agent
 # definitions and external ACP agents (canvas.secret_views, canvas.policy_views,
-# canvas.profile_views, canvas.agent_views, canvas.acp_agent_views).
+# canvas.profile_views, canvas.agent_views, canvas.acp_agent_views); its MCP servers
+# (canvas.mcp_server_views); its automations and their run history
+# (canvas.automation_views, canvas.automation_run_views).
 team_urls = [
     path("", team_views.team_detail, name="team-detail"),
     path("default", team_views.team_set_default, name="team-default"),
@@ -94,10 +107,55 @@ team_urls = [
     path("agents/new", agent_views.agent_create, name="team-agent-create"),
     path("agents/edit", agent_views.agent_edit, name="team-agent-edit"),
     path("agents/delete", agent_views.agent_delete, name="team-agent-delete"),
+    path("skills/", skill_views.team_skills_page, name="team-skills"),
+    path("skills/new", skill_views.skill_create, name="team-skill-create"),
+    path("skills/edit", skill_views.skill_edit, name="team-skill-edit"),
+    path("skills/delete", skill_views.skill_delete, name="team-skill-delete"),
     path("acp-agents/", acp_agent_views.team_acp_agents_page, name="team-acp-agents"),
     path("acp-agents/new", acp_agent_views.acp_agent_create, name="team-acp-agent-create"),
     path("acp-agents/edit", acp_agent_views.acp_agent_edit, name="team-acp-agent-edit"),
     path("acp-agents/delete", acp_agent_views.acp_agent_delete, name="team-acp-agent-delete"),
+    path("mcp-servers/", mcp_server_views.team_mcp_servers_page, name="team-mcp-servers"),
+    path("mcp-servers/new", mcp_server_views.mcp_server_create, name="team-mcp-server-create"),
+    path("mcp-servers/edit", mcp_server_views.mcp_server_edit, name="team-mcp-server-edit"),
+    path("mcp-servers/delete", mcp_server_views.mcp_server_delete, name="team-mcp-server-delete"),
+    path("automations/", automation_views.team_automations, name="team-automations"),
+    path("automations/new", automation_views.automation_create, name="team-automation-create"),
+    path(
+        "automations/<int:automation_id>/edit",
+        automation_views.automation_edit,
+        name="team-automation-edit",
+    ),
+    path(
+        "automations/<int:automation_id>/enable",
+        automation_views.automation_enable,
+        name="team-automation-enable",
+    ),
+    path(
+        "automations/<int:automation_id>/delete",
+        automation_views.automation_delete,
+        name="team-automation-delete",
+    ),
+    path(
+        "automations/<int:automation_id>/rotate-secret",
+        automation_views.automation_rotate_secret,
+        name="team-automation-rotate-secret",
+    ),
+    path(
+        "automations/<int:automation_id>/runs",
+        automation_run_views.automation_runs,
+        name="team-automation-runs",
+    ),
+    path(
+        "automations/<int:automation_id>/run-now",
+        automation_run_views.automation_run_now,
+        name="team-automation-run-now",
+    ),
+    path(
+        "automations/<int:automation_id>/runs/<int:run_id>/retry",
+        automation_run_views.automation_run_retry,
+        name="team-automation-run-retry",
+    ),
 ]
 
 # An invitation addressed to the user (canvas.team_views).

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, replace
@@ -29,6 +30,7 @@ from orchestration.workspace import workspace_of
 from teams.models import Team
 from workspaces.base import DirEntry, FileChange, FileDiff, FileView, WorkspacePathError
 from workspaces.baseline import BaselineError
+from workspaces.outputs import OUTPUT_NAME, OUTPUTS_DIR
 
 logger = logging.getLogger(__name__)
 
@@ -146,3 +148,33 @@ async def _achunks(out: IO[bytes]) -> AsyncIterator[bytes]:
             yield chunk
     finally:
         out.close()
+
+
+OUTPUT_PAGE_BYTES = 8 * 1024 * 1024
+"""How much of a cut command output the page serves (workspaces.outputs keeps up to 32 MiB)."""
+
+
+def output_text(conversation: Conversation, relative: str) -> tuple[str, bool]:
+    """A cut command's whole output from the workspace's output area, redacted, and whether it
+    was longer than OUTPUT_PAGE_BYTES. NotFound when it is gone (pruned, or deleted by the
+    agent); links are never followed, so a file the agent swapped for one reads as gone."""
+    folder, _, name = relative.partition("/")
+    if folder != OUTPUTS_DIR or not OUTPUT_NAME.fullmatch(name):
+        raise NotFound("no such output.")
+    try:
+        root = os.open(conversation.workspace_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            area = os.open(OUTPUTS_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=root)
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=area)
+            finally:
+                os.close(area)
+        finally:
+            os.close(root)
+    except OSError:
+        raise NotFound("this output is no longer in the workspace.") from None
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(OUTPUT_PAGE_BYTES + 1)
+    longer = len(data) > OUTPUT_PAGE_BYTES
+    text = data[:OUTPUT_PAGE_BYTES].decode("utf-8", "replace")
+    return _redact(conversation)(text), longer

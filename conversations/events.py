@@ -71,6 +71,20 @@ POLICY_DECIDER = "policy:team"
 pass for it."""
 HOOK_SENDER_PREFIX = "hook:"
 """Sender of the messages a Stop hook sends back to the agent: "hook:NAME"."""
+SKILL_SENDER_PREFIX = "skill:"
+"""Sender of a skill loaded by a trigger word in a person's message: "skill:NAME"."""
+
+
+class SystemContextEvent(BaseEvent):
+    """What the agent is told besides its static instructions, read when a run starts (on the
+    worker, once the workspace is filled): the date, the workspace, the repository's own
+    instructions (untrusted), the names of the secrets it may use. Recorded, so every step of
+    the run and a worker that resumes it send the same system prompt."""
+
+    type: Literal["system.context"] = "system.context"
+    text: str
+    sources: list[str] = Field(default_factory=list)
+    """The repository files it quotes (AGENTS.md, ...)."""
 
 
 class UserMessageEvent(BaseEvent):
@@ -86,9 +100,16 @@ class UserMessageEvent(BaseEvent):
         return (self.sender or "").startswith(HOOK_SENDER_PREFIX)
 
     @property
+    def from_skill(self) -> bool:
+        """A skill's instructions, loaded by a trigger word in a person's message."""
+        return (self.sender or "").startswith(SKILL_SENDER_PREFIX)
+
+    @property
     def needs_prompt_check(self) -> bool:
-        """Whether UserPromptSubmit hooks must let it through before the model may read it."""
-        return not self.from_hook
+        """Whether UserPromptSubmit hooks must let it through before the model may read it:
+        what a person or an automation wrote, not what the control plane added for the agent
+        (a hook's nudge, a skill's text; the message that triggered the skill was checked)."""
+        return not (self.from_hook or self.from_skill)
 
 
 class UserMessageCheckedEvent(BaseEvent):
@@ -229,6 +250,9 @@ class ObservationEvent(BaseEvent):
     """The person who rejected it (source "user"), by username."""
     diffs: list[FileDiff] = Field(default_factory=list)
     """File changes an external agent's tool call made, shown as diffs."""
+    output_file: str | None = None
+    """A cut output's whole text, in the workspace (workspaces.outputs), relative to its
+    root: the page links to it."""
 
 
 class Decision(StrEnum):
@@ -423,6 +447,26 @@ class AcpTurnEvent(BaseEvent):
     usage: Usage | None = None
 
 
+class CondensationEvent(BaseEvent):
+    """The oldest part of the View, summarised: the View drops the forgotten events and shows
+    `summary` at `offset` instead. Nothing is deleted from the log; only the latest
+    condensation's summary is shown, so each summary carries the previous one forward."""
+
+    type: Literal["condensation"] = "condensation"
+    forgotten_ids: list[str]
+    """Ids of the View's events this condensation drops (never a tool call without its result,
+    nor part of a parallel batch)."""
+    summary: str
+    offset: int
+    """Where the summary goes: its index in the View once the forgotten events are gone."""
+    hard_reset: bool = False
+    """Summarising failed: `summary` is only a short note of what was dropped."""
+    trigger: Literal["limit", "context_window"] = "limit"
+    """Why: the View neared the model's context limit, or the model refused it as too long."""
+    usage: Usage | None = None
+    """What the summarising call cost, when one answered."""
+
+
 class UnknownEvent(BaseEvent):
     """A stored event whose tag this code does not know. Never written, only read."""
 
@@ -434,6 +478,7 @@ class UnknownEvent(BaseEvent):
 
 Event = Annotated[
     SystemPromptEvent
+    | SystemContextEvent
     | UserMessageEvent
     | UserMessageCheckedEvent
     | UserMessageBlockedEvent
@@ -453,7 +498,8 @@ Event = Annotated[
     | AcpSessionEvent
     | AcpStateEvent
     | AcpPromptEvent
-    | AcpTurnEvent,
+    | AcpTurnEvent
+    | CondensationEvent,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
@@ -468,6 +514,7 @@ KNOWN_TYPES: frozenset[str] = frozenset(
     event_tag(cls)
     for cls in (
         SystemPromptEvent,
+        SystemContextEvent,
         UserMessageEvent,
         UserMessageCheckedEvent,
         UserMessageBlockedEvent,
@@ -488,6 +535,7 @@ KNOWN_TYPES: frozenset[str] = frozenset(
         AcpStateEvent,
         AcpPromptEvent,
         AcpTurnEvent,
+        CondensationEvent,
     )
 )
 
@@ -521,6 +569,7 @@ def event_from_payload(type_: str, payload: dict[str, Any]) -> AnyEvent:
 
 __all__ = [
     "HOOK_SENDER_PREFIX",
+    "SKILL_SENDER_PREFIX",
     "AcpCommand",
     "AcpPromptEvent",
     "AcpSessionEvent",
@@ -541,6 +590,7 @@ __all__ = [
     "BaseEvent",
     "ChildResult",
     "ChildSpawn",
+    "CondensationEvent",
     "Event",
     "EVENT_ADAPTER",
     "ObservationEvent",
@@ -550,6 +600,7 @@ __all__ = [
     "StatusChangeEvent",
     "SubagentsSettledEvent",
     "SubagentsSpawnedEvent",
+    "SystemContextEvent",
     "SystemPromptEvent",
     "UnknownEvent",
     "Usage",

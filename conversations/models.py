@@ -46,6 +46,19 @@ class Conversation(models.Model):
         help_text="Closed: no new runs, its container removed; the folder stays until deleted.",
     )
     agent_config = models.JSONField(default=dict, blank=True)
+    secret_names = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The team secrets this run's tools and agent may use; null: all of them.",
+    )
+    forked_from = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="forks",
+        help_text="The conversation this one was forked from (orchestration.fork).",
+    )
     agent = models.CharField(
         max_length=64,
         blank=True,

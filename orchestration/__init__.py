@@ -13,6 +13,8 @@
 - `control/`: what people and policy say about a step: approvals, confirmation, risk, hooks
   and their call points, UserPromptSubmit, team notifications, redaction of what leaves.
 - `tools/`: the agent's tools (terminal, file editor, think, finish) and their registry.
+- `mcp/`: the team's MCP servers (issue 16): their admin service, and on workers the
+  connections and tools a slice of our agent gets.
 - `subagents/`: sub-agents (issue 13): agent definitions and a child's tools, the workflow
   tool's script.
 

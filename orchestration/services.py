@@ -157,6 +157,10 @@ def _agent_config(*, team: Team, model: str, requested: dict[str, Any]) -> Agent
     )
 
 
+def _names(secret_names: list[str] | None) -> list[str] | None:
+    return None if secret_names is None else sorted(set(secret_names))
+
+
 def _external_agent(name: str, *, team: Team) -> str:
     """The ACP profile `name` as the team may use it: InvalidInput when the team has no such
     profile (naming those it has) or its policy does not allow `acp:NAME`."""
@@ -229,20 +233,23 @@ def conversation_create(
     tools: list[str] | None = None,
     unrestricted_workspace: bool = False,
     agent: str | None = None,
+    secret_names: list[str] | None = None,
 ) -> Conversation:
     """Create a conversation whose first user message is `prompt`, and start its run.
 
     `workspace` names its folder; `workspace_spec` says what kind of workspace it is and
     where its files start from, within the team's policy (default: local, empty). The
     optional limits may only tighten the team's policy (teams.policies.tighten). `agent`
-    names an external ACP agent's profile to run instead of our own agent and `model`."""
+    names an external ACP agent's profile to run instead of our own agent and `model`.
+    `secret_names` narrows the team secrets its tools (or the external agent) may use, for it
+    and its sub-agents; None: all of them."""
     _check_text(prompt)
     chosen = _team_for(owner, team)
     if agent:
         return _external_create(
             owner=owner, prompt=prompt, team=chosen, agent=_external_agent(agent, team=chosen),
             workspace=workspace, workspace_spec=workspace_spec, title=title,
-            unrestricted_workspace=unrestricted_workspace,
+            unrestricted_workspace=unrestricted_workspace, secret_names=secret_names,
         )  # fmt: skip
     config = _agent_config(
         team=chosen,
@@ -258,7 +265,7 @@ def conversation_create(
     spec = _workspace_spec(workspace_spec, team=chosen)
     conversation = Conversation(
         owner=owner, team=chosen, model=model, agent_config=config.model_dump(mode="json"),
-        workspace_spec=spec.as_json(),
+        workspace_spec=spec.as_json(), secret_names=_names(secret_names),
     )  # fmt: skip
     conversation.title = redacted_title(chosen, title or default_title(prompt))
     conversation.workspace_path = str(
@@ -293,18 +300,14 @@ def conversation_create(
 def _external_create(
     *, owner: AbstractBaseUser | None, prompt: str, team: Team, agent: str,
     workspace: str | None, workspace_spec: WorkspaceSpec | None, title: str | None,
-    unrestricted_workspace: bool,
+    unrestricted_workspace: bool, secret_names: list[str] | None,
 ) -> Conversation:  # fmt: skip
     """An external agent's conversation: no system prompt or tools of ours (the agent brings
     its own); its first turn starts on the ACP workers."""
     spec = _workspace_spec(workspace_spec, team=team)
-    if spec.kind != "local":
-        raise InvalidInput(
-            f"external agents run in local workspaces; {spec.kind} workspaces are not supported "
-            "for them yet."
-        )
     conversation = Conversation(
         owner=owner, team=team, model="", agent=agent, workspace_spec=spec.as_json(),
+        secret_names=_names(secret_names),
     )  # fmt: skip
     conversation.title = redacted_title(team, title or default_title(prompt))
     conversation.workspace_path = str(

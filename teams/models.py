@@ -344,6 +344,36 @@ class AcpAgentProfile(models.Model):
         return f"{self.team}: {self.name}"
 
 
+class McpServer(models.Model):
+    """An MCP server the team's admins set up (orchestration.mcp): its tools join our own
+    agent's while a conversation runs. `transport` "stdio" spawns `command args` in the
+    sandbox; "http" talks Streamable HTTP to `url`. `env` (stdio) and `headers` (http) map a
+    name to literal text or {"secret": NAME}, a team secret's name, never its value; the value
+    rules live in orchestration.mcp.rules, so the columns only bound what the database holds."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="mcp_servers")
+    name = models.CharField(max_length=32, help_text="Its tools are named mcp__NAME__TOOL.")
+    transport = models.CharField(max_length=8, choices=[("stdio", "stdio"), ("http", "HTTP")])
+    command = models.CharField(max_length=255, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    url = models.CharField(max_length=2000, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    headers = models.JSONField(default=dict, blank=True)
+    model_profiles = models.JSONField(
+        default=list, blank=True, help_text="Model profile names it serves; empty: all of them."
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="mcp_server_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.team}: {self.name}"
+
+
 class TeamSpend(models.Model):
     """Money spent on models per team and calendar month (UTC), for monthly budgets."""
 

@@ -7,9 +7,10 @@ import json
 from orchestration.chain.slices import run_slice
 
 
-def script(*turns) -> str:
-    """A prompt for the `scripted` model: each turn answers one LLM call."""
-    return json.dumps({"script": list(turns)})
+def script(*turns, **options) -> str:
+    """A prompt for the `scripted` model: each turn answers one LLM call. `options` go beside
+    the turns (title, summary, context_window: orchestration.step.scripted)."""
+    return json.dumps({"script": list(turns), **options})
 
 
 def drive(dispatched: list, limit: int = 100) -> None:

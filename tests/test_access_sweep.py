@@ -12,9 +12,11 @@ from django.apps import apps
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from automations.models import AutomationRun
 from automations.services import automation_create
 from conversations import store
 from conversations.events import ActionEvent, Status, StatusChangeEvent, UserMessageEvent
+from orchestration.mcp.servers import mcp_server_create
 from teams.hooks import hook_create
 from teams.models import ApiToken, Membership
 from teams.secrets import secret_create
@@ -76,9 +78,14 @@ def team_a(user, django_user_model, dispatched):
         [held, StatusChangeEvent(status=Status.WAITING_FOR_CONFIRMATION, reason="held")],
     )
     hook = hook_create(by=user, team=team, name="audit", event="Stop", command="true")
+    mcp_server_create(by=user, team=team, name="API_KEY", transport="stdio", command="true")
     automation = automation_create(
         by=user, team=team, name="nightly", trigger="webhook", prompt_template="private"
     ).automation
+    run = AutomationRun.objects.create(
+        automation=automation, trigger="webhook", delivery_key="d-1", status="failed",
+        prompt="private",
+    )  # fmt: skip
     viewer = django_user_model.objects.create_user("victor", password="victor-password-1")
     member_add(by=user, team=team, username="victor", role="viewer")
     # Addressed to neither the viewer nor the other team: accepting it is someone else's call.
@@ -99,6 +106,7 @@ def team_a(user, django_user_model, dispatched):
             "seq": "2",
             "check_id": "no-such-check",
             "automation_id": str(automation.pk),
+            "run_id": str(run.pk),
         },
     }
 
@@ -107,7 +115,7 @@ BODY = {
     "text": "hello", "prompt": "hello", "username": "mallory", "role": "member",
     "name": "NEW_NAME", "value": "new-value", "description": "d", "model": "openai/x",
     "reason": "r", "event": "Stop", "command": "true", "url": "https://example.com/notify",
-    "model_titles": True, "trigger": "webhook", "prompt_template": "p",
+    "model_titles": True, "trigger": "webhook", "prompt_template": "p", "body": "b",
 }  # fmt: skip
 """One body that is valid for every write route, so refusals are about access, not input."""
 
@@ -123,7 +131,7 @@ def request(client: Client, method: str, url: str):
 def snapshot() -> dict[str, tuple[int, int]]:
     """Row count and highest id of every table of ours: any write shows up here."""
     state = {}
-    for label in ("conversations", "teams", "auth", "automations"):
+    for label in ("conversations", "teams", "auth", "automations", "skills"):
         for model in apps.get_app_config(label).get_models():
             rows = model.objects.all()
             state[model._meta.label] = (

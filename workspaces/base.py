@@ -38,6 +38,9 @@ class CommandResult:
     truncated: bool = False
     interrupted: bool = False
     """Stopped on request (Interrupt) before it finished."""
+    output_file: str | None = None
+    """When the output was cut: the file holding all of it, relative to the workspace root
+    (workspaces.outputs)."""
 
 
 ChangeStatus = Literal["added", "modified", "deleted"]

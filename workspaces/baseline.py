@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from workspaces.base import ChangeStatus, FileChange, FileDiff
+from workspaces.outputs import OUTPUTS_DIR
 
 BASELINE_DIR = "baseline.git"
 MAX_DIFF_BYTES = 256 * 1024
@@ -301,9 +302,11 @@ class _Git:
         (self.git_dir / "info" / "attributes").write_text(_ATTRIBUTES)
 
     def add_all(self) -> None:
-        """Stage every file, ignored ones too. A file it cannot read (exit 1) is left out
+        """Stage every file, ignored ones too, but our output area (workspaces.outputs: cut
+        command outputs are not the agent's work). A file it cannot read (exit 1) is left out
         rather than failing the whole reading."""
         self.run("add", "--all", "--force", "--ignore-errors", ok=(0, 1))
+        self.run("rm", "-r", "--cached", "--quiet", "--ignore-unmatch", "--", OUTPUTS_DIR)
 
     def argv(self, *args: str, config: tuple[str, ...] = ()) -> list[str]:
         """git with _CONFIG, then `config` (a later setting wins), then `args`."""

@@ -91,6 +91,7 @@ from workspaces.local import (
     transient_env,
 )
 from workspaces.local import _drain as _drain_fd
+from workspaces.outputs import OutputSpool
 from workspaces.spec import ContainerLimits
 
 logger = logging.getLogger(__name__)
@@ -312,6 +313,11 @@ class DockerWorkspace(LocalWorkspace):
             os.lchown(made, *owner)
         return target
 
+    def file_owner(self) -> tuple[int, int] | None:
+        """Who should own what the worker creates in the workspace for the container (None:
+        leave it as it is)."""
+        return self._owner()
+
     def _owner(self) -> tuple[int, int] | None:
         """Who should own what a root worker creates for the container: the workspace root's
         owner (the container's user since the container was created); None when not root."""
@@ -478,7 +484,9 @@ class DockerWorkspace(LocalWorkspace):
         # Everything in the run directory is reached through this descriptor: a process left
         # in the container could swap the directory for a symlink, never the open directory.
         dir_fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        output = _BoundedText(self.max_output_chars)
+        output = _BoundedText(
+            self.max_output_chars, OutputSpool(self.root, CONTAINER_ROOT, owner=self._owner())
+        )
         try:
             _write_new(dir_fd, "command.sh", command.encode())
             saved_env = _read_regular(self.state_dir / _ENV_FILE)
@@ -507,12 +515,14 @@ class DockerWorkspace(LocalWorkspace):
             os.close(dir_fd)
             shutil.rmtree(run_dir, ignore_errors=True)
             record.unlink(missing_ok=True)
+            output.close()
         return CommandResult(
             output=output.text(),
             exit_code=exit_code,
             timed_out=timed_out,
             truncated=output.dropped > 0,
             interrupted=cancelled,
+            output_file=output.spooled,
         )
 
     # -- the dispatcher ----------------------------------------------------------------------
@@ -678,13 +688,15 @@ class DockerWorkspace(LocalWorkspace):
         output.add(decoder.decode(b"", final=True))
         return timed_out, cancelled
 
-    def _exec_create(self, argv: list[str], *, env: Mapping[str, str], workdir: str = "") -> str:
+    def _exec_create(
+        self, argv: list[str], *, env: Mapping[str, str], workdir: str = "", stdin: bool = False
+    ) -> str:
         """Create the exec, bringing the container up first if it is not running."""
         api = self._api()
         for attempt in range(2):
             try:
                 return api.exec_create(
-                    self.container_name, argv, stdout=True, stderr=True, stdin=False,
+                    self.container_name, argv, stdout=True, stderr=True, stdin=stdin,
                     tty=False, environment=dict(env), workdir=workdir or self._container_cwd(),
                 )["Id"]  # fmt: skip
             except docker.errors.APIError as exc:

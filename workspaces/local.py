@@ -62,6 +62,7 @@ from workspaces.base import (
     WorkspacePathError,
 )
 from workspaces.baseline import Baseline, BaselineError
+from workspaces.outputs import OutputSpool
 from workspaces.sandbox import PATH, Network, SandboxSpec, prepare
 
 logger = logging.getLogger(__name__)
@@ -137,10 +138,12 @@ def _base_environment(home: Path) -> dict[str, str]:
 class _BoundedText:
     """Keeps the first and last characters of a stream and counts what fell in between.
 
-    Memory stays bounded however much a command prints (think `yes`).
+    Memory stays bounded however much a command prints (think `yes`). With a `spool`, the
+    whole stream also goes to a file once it is longer than the limit (workspaces.outputs),
+    and the cut names that file.
     """
 
-    def __init__(self, max_chars: int) -> None:
+    def __init__(self, max_chars: int, spool: OutputSpool | None = None) -> None:
         self._head_limit = max_chars // 2
         self._tail_limit = max_chars - self._head_limit
         self._head: list[str] = []
@@ -148,8 +151,12 @@ class _BoundedText:
         self._tail: deque[str] = deque()
         self._tail_len = 0
         self.dropped = 0
+        self._spool = spool
 
     def add(self, text: str) -> None:
+        spool = self._spool
+        if spool is not None and spool.started:
+            spool.write(text)
         room = self._head_limit - self._head_len
         if room > 0:
             self._head.append(text[:room])
@@ -159,6 +166,13 @@ class _BoundedText:
             return
         self._tail.append(text)
         self._tail_len += len(text)
+        if (
+            self._tail_len > self._tail_limit
+            and spool is not None
+            and not spool.started
+            and not spool.failed
+        ):  # the first cut: what was kept so far is everything so far
+            spool.write("".join(self._head) + "".join(self._tail))
         while self._tail_len > self._tail_limit:
             excess = self._tail_len - self._tail_limit
             first = self._tail[0]
@@ -175,7 +189,22 @@ class _BoundedText:
         head, tail = "".join(self._head), "".join(self._tail)
         if not self.dropped:
             return head + tail
-        return f"{head}\n[... {self.dropped} characters cut ...]\n{tail}"
+        note = (
+            self._spool.note(self.dropped)
+            if self._spool is not None
+            else f"[... {self.dropped} characters cut ...]"
+        )
+        return f"{head}\n{note}\n{tail}"
+
+    @property
+    def spooled(self) -> str | None:
+        """The whole output's file, relative to the workspace root, when there is one."""
+        spool = self._spool
+        return spool.relative if spool is not None and spool.started and not spool.failed else None
+
+    def close(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
 
 
 class LocalWorkspace:
@@ -277,7 +306,7 @@ class LocalWorkspace:
                 proc = launch.popen(
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
                 )
-            output = _BoundedText(self.max_output_chars)
+            output = _BoundedText(self.max_output_chars, OutputSpool(self.root, str(self.root)))
             record = self.record_command(proc.pid, name=run_dir.name)
             try:
                 # The leader (bwrap, or the unsandboxed launcher) ends with the shell: spare
@@ -285,6 +314,7 @@ class LocalWorkspace:
                 timed_out, cancelled = _collect(proc, output, timeout, cancel, spare_leader=True)
             finally:
                 record.unlink(missing_ok=True)
+                output.close()
             exit_code = None if timed_out or cancelled else proc.returncode
             self._commit_state(prefix)
         finally:
@@ -295,6 +325,7 @@ class LocalWorkspace:
             timed_out=timed_out,
             truncated=output.dropped > 0,
             interrupted=cancelled,
+            output_file=output.spooled,
         )
 
     def record_command(

@@ -133,8 +133,10 @@ def _register_routers() -> None:
         conversations,
         hooks,
         invitations,
+        mcp_servers,
         policies,
         secrets,
+        skills,
         teams,
         tokens,
         workspace,  # noqa: F401 - adds its routes to the conversations router
@@ -146,8 +148,10 @@ def _register_routers() -> None:
     api.add_router("/teams", policies.router)
     api.add_router("/teams", agents.router)
     api.add_router("/teams", acp_agents.router)
+    api.add_router("/teams", mcp_servers.router)
     api.add_router("/teams", hooks.router)
     api.add_router("/teams", automations.router)
+    api.add_router("/teams", skills.router)
     api.add_router("/tokens", tokens.router)
     api.add_router("/invitations", invitations.router)
 

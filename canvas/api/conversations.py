@@ -18,7 +18,7 @@ from conversations.events import Status as RunStatus
 from conversations.models import Conversation
 from conversations.search import ConversationFilter, conversations_matching
 from conversations.tree import children_of
-from orchestration import archive, erase, run_control, services
+from orchestration import archive, erase, fork, run_control, services
 from orchestration.control import approvals
 from teams.vocabulary import ConfirmationModeName, RiskName
 from workspaces.spec import WorkspaceKind, WorkspaceSpec, spec_of
@@ -135,6 +135,9 @@ class ConversationOut(Schema):
     parent_action_id: str = Field(
         default="", description="The parent's tool call that spawned it; empty at top level."
     )
+    forked_from: uuid.UUID | None = Field(
+        default=None, description="The conversation this one was forked from."
+    )
     last_seq: int
     steps: int
     tokens_in: int
@@ -182,6 +185,7 @@ def _out(c: Conversation) -> dict[str, Any]:
         "closed_at": c.closed_at,
         "parent_id": c.parent_id,
         "parent_action_id": c.parent_action_id,
+        "forked_from": c.forked_from_id,
         "last_seq": c.last_seq,
         "steps": c.steps,
         "tokens_in": c.tokens_in,
@@ -475,3 +479,24 @@ def conversation_resume(request: HttpRequest, conversation_id: Key, body: RunIn 
 def _status(conversation: Conversation) -> str:
     conversation.refresh_from_db(fields=["status"])
     return conversation.status
+
+
+class ForkIn(Schema):
+    at_seq: Int(ge=1) | None = Field(
+        default=None,
+        description="Copy the log up to this event (a point where nothing is in flight); "
+        "default: the last such point.",
+    )
+    title: Text(200) | None = None
+
+
+@router.post("/{conversation_id}/fork", response={201: ConversationOut, **ERRORS})
+def conversation_fork(request: HttpRequest, conversation_id: Key, body: ForkIn | None = None):
+    """A new conversation whose log is this one's up to `at_seq` and whose workspace is a copy
+    of this one's folder; it waits for a message. 400 for a cut inside a tool call or a
+    sub-agent round (the message names the last quiet event before it)."""
+    source = conversation_for(request.user, conversation_id, Action.ACT)
+    body = body or ForkIn()
+    made = fork.conversation_fork(source=source, by=request.user, at_seq=body.at_seq,
+                                  title=body.title)  # fmt: skip
+    return Status(201, _out(made))

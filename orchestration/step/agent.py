@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from teams.vocabulary import ConfirmationMode, ConfirmationModeName, RiskLevel, RiskName
 
 DEFAULT_TOOLS: tuple[str, ...] = (
-    "terminal", "file_editor", "think", "finish", "task", "delegate", "workflow",
+    "terminal", "file_editor", "think", "finish", "task", "delegate", "workflow", "invoke_skill",
 )  # fmt: skip
 
 SYSTEM_PROMPT = """\

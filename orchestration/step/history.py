@@ -1,4 +1,4 @@
-"""A per-process cache of each conversation's View and chat messages.
+"""A per-process cache of each conversation's log, View and chat messages.
 
 The log is append-only, so a cached prefix is never wrong: a runner only reads the events
 after the last seq it has seen. This keeps a step's framework cost flat as history grows,
@@ -13,12 +13,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conversations import store
-from conversations.events import AnyEvent, UserMessageBlockedEvent
+from conversations.events import (
+    AnyEvent,
+    CondensationEvent,
+    UserMessageBlockedEvent,
+    is_llm_step,
+)
 from conversations.projections import RunState
 from conversations.store import StoredEvent
-from conversations.view import llm_view
+from conversations.view import llm_view, view_extend
 
-from .messages import extend_messages
+from .context_size import event_tokens
+from .messages import extend_messages, messages_from_events
 
 MAX_CACHED_CONVERSATIONS = 256
 MAX_CACHED_EVENTS = 100_000
@@ -30,11 +36,21 @@ refreshed conversations go first, but never the one just refreshed."""
 class History:
     last_seq: int = 0
     events: list[AnyEvent] = field(default_factory=list)
+    view: list[AnyEvent] = field(default_factory=list)
+    """The LLM's View (conversations.view): condensations applied, blocked messages gone."""
     messages: list[dict[str, Any]] = field(default_factory=list)
+    view_tokens: int = 0
+    """Running estimate of the View's size (context_size.event_tokens summed over it)."""
+    last_prompt_tokens: int = 0
+    """The provider's count for the latest response since the last condensation (prompt plus
+    answer): a check on the estimate, 0 when none."""
     state: RunState = field(default_factory=RunState)
 
     def extend(self, stored: list[StoredEvent], conversation_id: str) -> None:
-        """Add events just read or written; fills any gap (someone else appended) from the log."""
+        """Add events just read or written; fills any gap (someone else appended) from the log.
+
+        Whether the log arrives in one piece (a cold worker) or many (a runner's appends), the
+        View, messages and estimates come out the same: recovery relies on it."""
         stored = [s for s in stored if s.seq > self.last_seq]
         if not stored:
             return
@@ -44,12 +60,35 @@ class History:
         self.last_seq = stored[-1].seq
         self.events.extend(fresh)
         self.state.apply(fresh)
+        self._note_usage(fresh)
         if any(isinstance(e, UserMessageBlockedEvent) for e in fresh):
             # The block withdraws a message read earlier; rare enough to rebuild the whole View.
-            self.messages.clear()
-            extend_messages(self.messages, llm_view(self.events))
+            self._rebuild(llm_view(self.events))
+        elif any(isinstance(e, CondensationEvent) for e in fresh):
+            # Costs the View's size, which condensation keeps bounded, never the log's.
+            self._rebuild(view_extend(self.view, fresh))
         else:
-            extend_messages(self.messages, llm_view(fresh))
+            added = llm_view(fresh)
+            self.view.extend(added)
+            extend_messages(self.messages, added)
+            self.view_tokens += sum(event_tokens(e) for e in added)
+
+    def _rebuild(self, view: list[AnyEvent]) -> None:
+        # New lists: a model call abandoned mid-flight may still be reading the old ones.
+        self.view = view
+        self.messages = messages_from_events(view)
+        self.view_tokens = sum(event_tokens(e) for e in view)
+
+    def _note_usage(self, fresh: list[AnyEvent]) -> None:
+        for event in fresh:
+            if isinstance(event, CondensationEvent):
+                self.last_prompt_tokens = 0  # it counted a View that is gone
+            elif (
+                is_llm_step(event)
+                and (usage := getattr(event, "usage", None))
+                and usage.prompt_tokens
+            ):
+                self.last_prompt_tokens = usage.prompt_tokens + usage.completion_tokens
 
 
 _cache: OrderedDict[str, History] = OrderedDict()

@@ -53,6 +53,14 @@ class LLMError(Exception):
         self.message = message
 
 
+class ContextWindowError(LLMError):
+    """The provider refused the request as longer than the model's context window: a reason
+    to condense the View, not to end the run."""
+
+
+CONTEXT_WINDOW_EXCEEDED = "llm_context_window_exceeded"
+
+
 class LLMClient(Protocol):
     def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
@@ -155,6 +163,8 @@ class LiteLLMClient:
             except LLMError:
                 raise
             except Exception as exc:
+                if isinstance(exc, litellm.ContextWindowExceededError):
+                    raise ContextWindowError(CONTEXT_WINDOW_EXCEEDED, _error_message(exc)) from exc
                 missing = _missing_key(exc, self.profile.model)
                 if missing is not None:  # no retry can help; say what is missing
                     raise LLMError(NO_API_KEY, missing) from None

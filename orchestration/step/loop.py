@@ -98,6 +98,7 @@ def _observation(action: ActionEvent, result: ToolResult) -> ObservationEvent:
         content=result.content,
         is_error=result.is_error,
         exit_code=result.exit_code,
+        output_file=result.output_file,
     )
 
 

@@ -1,5 +1,6 @@
 """The View as LiteLLM chat messages. Pure and incremental: the log only grows, so messages
-for a prefix never change and a runner can extend its list with new events alone."""
+for a prefix never change and a runner can extend its list with new events alone, except when
+a condensation (or a blocked message) rewrites the View; the history rebuilds them then."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from conversations.events import (
     ActionEvent,
     AgentMessageEvent,
     AnyEvent,
+    CondensationEvent,
     ObservationEvent,
     SystemPromptEvent,
     UserMessageEvent,
@@ -42,6 +44,20 @@ def extend_messages(messages: list[dict[str, Any]], events: Iterable[AnyEvent]) 
             messages.append(
                 {"role": "tool", "tool_call_id": event.tool_call_id, "content": event.content}
             )
+        elif isinstance(event, CondensationEvent):
+            messages.append({"role": "user", "content": summary_message(event)})
+
+
+SUMMARY_OPENING = "<condensed_history>"
+SUMMARY_CLOSING = "</condensed_history>"
+
+
+def summary_message(event: CondensationEvent) -> str:
+    """What the model reads where a condensation stands in its View."""
+    return (
+        f"{SUMMARY_OPENING}\nEarlier parts of this conversation were condensed to save context. "
+        f"Summary of what happened:\n{event.summary}\n{SUMMARY_CLOSING}"
+    )
 
 
 def messages_from_events(events: Iterable[AnyEvent]) -> list[dict[str, Any]]:

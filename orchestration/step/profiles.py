@@ -97,8 +97,9 @@ def profile_get(name: str, team_id: int | None = None) -> ModelProfile:
     CANVAS_MODEL_PROFILES (JSON), then a raw LiteLLM id.
 
     CANVAS_MODEL_PROFILES maps names to {model, api_base, api_key_env, temperature, timeout,
-    num_retries}. A name with a "/" not listed there is used as a LiteLLM model id, reaching
-    CANVAS_LLM_API_BASE with the key from CANVAS_LLM_API_KEY when those are set.
+    num_retries, max_input_tokens}. A name with a "/" not listed there is used as a LiteLLM
+    model id, reaching CANVAS_LLM_API_BASE with the key from CANVAS_LLM_API_KEY when those are
+    set.
     """
     if team_id is not None:
         own = _team_profile(name, team_id)
@@ -119,6 +120,7 @@ def profile_get(name: str, team_id: int | None = None) -> ModelProfile:
             temperature=spec.pop("temperature", None),
             timeout=float(spec.pop("timeout", settings.CANVAS_LLM_TIMEOUT)),
             num_retries=int(spec.pop("num_retries", settings.CANVAS_LLM_NUM_RETRIES)),
+            max_input_tokens=spec.pop("max_input_tokens", None),  # ours, never sent to LiteLLM
             extra=spec,
         )
     if "/" in name:

@@ -11,7 +11,10 @@ import os
 import threading
 import time
 from contextlib import nullcontext
-from functools import partial
+from datetime import UTC, datetime
+from functools import cached_property, partial
+from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -35,6 +38,7 @@ from conversations.events import (
 from conversations.models import Conversation
 from conversations.tree import ancestors
 from conversations.view import unanswered_actions
+from skills.catalog import Catalog, available_skills
 from teams.budget import spend_add
 from teams.policies import policy_for_team
 from workspaces.factory import workspace_fill
@@ -48,13 +52,23 @@ from ..control import hook_points
 from ..control.confirmation import assess, needs_confirmation
 from ..control.notify import notify_status_on_commit
 from ..control.prompt_check import prompt_check
+from ..mcp.slice import mcp_tools
 from ..subagents.definitions import SPAWNING_TOOLS as SPAWNING
 from ..subagents.parent import ParentSide, is_spawning, pending_spawning
 from ..title_model import title_request
 from ..tools.base import Tool, ToolContext, team_secrets, tool_schema
+from ..tools.invoke_skill import InvokeSkillTool, skill_schema
 from ..tools.registry import tools_for
 from ..workspace import workspace_of
 from .agent import AgentConfig
+from .condense import Condenser
+from .context import (
+    build_context,
+    context_due,
+    explicit_cache_markers,
+    latest_context,
+    with_context,
+)
 from .history import History, history_refresh
 from .limits import LIMIT_REASONS, limit_reached, run_limits, tool_refused
 from .llm import LiteLLMClient, LLMClient, LLMError, LLMResponse
@@ -67,6 +81,7 @@ from .loop import (
 )
 from .model_call import Interrupted, ModelCall
 from .profiles import UnknownProfileError, profile_get, profile_with_api_key
+from .skill_triggers import skills_to_load
 from .stuck import detect_stuck
 
 logger = logging.getLogger(__name__)
@@ -105,6 +120,7 @@ class SliceRunner:
         self.workspace_spec = spec_of(conversation.workspace_spec)
         self.config = AgentConfig.model_validate(conversation.agent_config)
         self.team_id: int = conversation.team_id
+        self.secret_names = conversation.secret_names
         # Re-read at every slice: a policy tightened mid-run applies from the next slice.
         policy = policy_for_team(self.team_id)
         self.limits = run_limits(self.config, policy)
@@ -112,16 +128,13 @@ class SliceRunner:
             t.name: t for t in tools_for(self.config.tools) if self.limits.tool_allowed(t.name)
         }
         self.subagents = ParentSide(self)
-        self.schemas = [
-            self.subagents.schema(t, tool_schema(t)) if t.name in SPAWNING else tool_schema(t)
-            for t in self.tools.values()
-        ]
+        self.schemas = [self._schema(t) for t in self.tools.values()]
         self.parent_id = conversation.parent_id
         self._ancestors: list[str] | None = None
         self.ctx = ToolContext(
             conversation_id=self.conversation_id,
             workspace=workspace_of(conversation, policy=policy),
-            secrets=team_secrets(conversation.team_id),
+            secrets=team_secrets(conversation.team_id, only=conversation.secret_names),
             cancel=self.cancel,
         )
         # One snapshot per slice: two hook lookups per step cost more than its two appends.
@@ -129,6 +142,16 @@ class SliceRunner:
         self._llm = llm
         self._recovery_ran_tools = False
         self.history: History = history_refresh(self.conversation_id)
+        self.condenser = Condenser(self)
+
+    def _schema(self, tool: Tool) -> dict[str, Any]:
+        """A tool's schema for this slice: spawning tools name the sub-agent types, and
+        invoke_skill the skills, as they are now."""
+        if tool.name in SPAWNING:
+            return self.subagents.schema(tool, tool_schema(tool))
+        if tool.name == InvokeSkillTool.name:
+            return skill_schema(tool_schema(tool), self.skills)
+        return tool_schema(tool)
 
     @property
     def llm(self) -> LLMClient:
@@ -300,12 +323,15 @@ class SliceRunner:
 
     def _complete(self) -> LLMResponse:
         """Ask the model, abandoning the call if the run is interrupted meanwhile."""
+        messages = with_context(
+            self.history.messages, latest_context(self.history.events), cache=self.cache_markers
+        )
         call = ModelCall(
-            self.llm, self.history.messages, self.schemas, on_abandoned=self._bill_abandoned
+            self.llm, messages, self.schemas, on_abandoned=self.bill_abandoned
         )  # `self.llm` resolves the profile (and its key) here, not in the call's thread
         return call.result(self.cancel)
 
-    def _bill_abandoned(self, response: LLMResponse) -> None:
+    def bill_abandoned(self, response: LLMResponse) -> None:
         try:
             retry_transient(
                 partial(spend_add, self.team_id, response.usage.cost_usd),
@@ -348,16 +374,64 @@ class SliceRunner:
                 title_request(self.conversation_id)  # only now may a model read the prompt
         return True
 
+    @cached_property
+    def cache_markers(self) -> bool:
+        try:
+            model = profile_get(self.config.model, self.team_id).model
+        except UnknownProfileError:
+            return False
+        return explicit_cache_markers(model)
+
+    def record_context(self) -> None:
+        """At a run's start (after recovery filled the workspace): what the agent is told
+        besides its instructions (orchestration.step.context), recorded for the whole run."""
+        if not context_due(self.history.events):
+            return
+        from teams.models import Team
+        from teams.secrets import secret_list
+
+        names = [info.name for info in secret_list(Team.objects.get(pk=self.team_id))]
+        if self.secret_names is not None:
+            names = [name for name in names if name in self.secret_names]
+        root = Path(self.workspace_root) if self.workspace_root else None
+        shown = str(root or ".")
+        if self.workspace_spec.kind == "docker":
+            from workspaces.docker import CONTAINER_ROOT  # docker-py: only when used
+
+            shown = CONTAINER_ROOT
+        event = build_context(
+            root=root, shown_root=shown,
+            kind=self.workspace_spec.kind, secret_names=names, today=datetime.now(UTC).date(),
+        )  # fmt: skip
+        self.append([event])
+
+    @cached_property
+    def skills(self) -> Catalog:
+        """Read once per slice, like the sub-agent types: a new slice sees a new skill."""
+        root = Path(self.workspace_root) if self.workspace_root else None
+        return available_skills(team_id=self.team_id, workspace_root=root)
+
+    def load_triggered_skills(self) -> None:
+        """Skills a person's new message names by a trigger word, appended before the model
+        reads the message (orchestration.step.skill_triggers); only where invoke_skill is one
+        of the run's tools, since a policy that refuses the tool refuses skills."""
+        if InvokeSkillTool.name not in self.tools:
+            return
+        loads = skills_to_load(self.history.view, self.skills)
+        if loads:
+            self.append(loads)
+
     def step(self) -> bool:
         """One LLM response and its tool calls. Returns False once the run has stopped."""
         if not self.check_prompts():
             return False
+        self.load_triggered_skills()
         reached = limit_reached(self.limits, self.history.state, self.team_id)
         if reached is not None:
             self.end(Status.ERROR, LIMIT_REASONS[reached.code], reached)
             return False
         try:
-            response = self._complete()
+            response = self.condenser.respond(self._complete)
         except Interrupted:
             return False
         except (LLMError, UnknownProfileError) as exc:
@@ -446,9 +520,14 @@ class SliceRunner:
         self.append([AgentErrorEvent(code=UNSANDBOXED, message=UNSANDBOXED_MESSAGE)])
 
     def run(self, *, max_steps: int, max_seconds: float) -> None:
+        with mcp_tools(self):  # the team's MCP servers, connected for this slice only
+            self._run(max_steps=max_steps, max_seconds=max_seconds)
+
+    def _run(self, *, max_steps: int, max_seconds: float) -> None:
         self.mark_unsandboxed()
         if not self.recover():
             return
+        self.record_context()
         deadline = time.monotonic() + max_seconds
         for step in range(max_steps):
             # The first step reads what __init__ loaded plus this runner's own appends, unless

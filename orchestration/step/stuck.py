@@ -62,7 +62,7 @@ def _since_last_user_message(events: Sequence[AnyEvent]) -> list[AnyEvent]:
     tail = list(events[-WINDOW:])
     for index in range(len(tail) - 1, -1, -1):
         event = tail[index]
-        if isinstance(event, UserMessageEvent) and not event.from_hook:
+        if isinstance(event, UserMessageEvent) and event.needs_prompt_check:
             return tail[index + 1 :]
     return tail
 

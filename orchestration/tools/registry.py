@@ -9,6 +9,7 @@ from orchestration.tools.base import Tool
 from orchestration.tools.delegate import DelegateTool
 from orchestration.tools.file_editor import FileEditorTool
 from orchestration.tools.finish import FinishTool
+from orchestration.tools.invoke_skill import InvokeSkillTool
 from orchestration.tools.task import TaskTool
 from orchestration.tools.terminal import TerminalTool
 from orchestration.tools.think import ThinkTool
@@ -19,7 +20,7 @@ _TOOLS: dict[str, Tool] = {
     tool.name: tool
     for tool in (
         TerminalTool(), FileEditorTool(), ThinkTool(), FinishTool(), TaskTool(), DelegateTool(),
-        WorkflowTool(),
+        WorkflowTool(), InvokeSkillTool(),
     )
 }  # fmt: skip
 

@@ -62,8 +62,9 @@ class TerminalTool:
         "not. The directory cannot leave the workspace; if it does, the next call starts at the "
         "workspace root.\n"
         "- Commands get no input: use non-interactive flags (`-y`, `--no-pager`, `git --no-pager`).\n"
-        "- Long output is cut in the middle; pipe through `head`, `tail` or `grep` to see what "
-        "matters.\n"
+        "- Long output is cut in the middle, and the whole of it saved in the workspace's "
+        "`.agent-outputs/` (the cut names the file and its line count): read the middle from "
+        "there, or pipe through `head`, `tail` or `grep` to see what matters.\n"
         "- A command that outlives its timeout is killed with all its child processes and only "
         "the output so far is returned. To keep a server running, start it in the background "
         "with its output sent to a file: `python -m http.server 8000 > server.log 2>&1 &`.\n"
@@ -85,9 +86,12 @@ class TerminalTool:
             output += "\n"
         if result.interrupted:
             footer = "[interrupted by a person before it finished; output above is partial]"
-            return ToolResult(content=output + footer, is_error=True, exit_code=None)
+            return ToolResult(content=output + footer, is_error=True, exit_code=None,
+                              output_file=result.output_file)  # fmt: skip
         if result.timed_out:
             footer = f"[command timed out after {timeout:g}s; output above is partial]"
-            return ToolResult(content=output + footer, is_error=True, exit_code=None)
+            return ToolResult(content=output + footer, is_error=True, exit_code=None,
+                              output_file=result.output_file)  # fmt: skip
         footer = f"[exit code: {result.exit_code}]"
-        return ToolResult(content=output + footer, exit_code=result.exit_code)
+        return ToolResult(content=output + footer, exit_code=result.exit_code,
+                          output_file=result.output_file)  # fmt: skip

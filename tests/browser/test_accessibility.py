@@ -173,12 +173,16 @@ TEAM_ROWS = (
     ("acp-agents/", "#acp-agent-add",
      {"input[name=name]": "a11y-acp", "input[name=command]": "my-acp",
       "textarea[name=secret_env]": "MY_KEY=MODEL_KEY"}, "tr[data-acp-agent=a11y-acp]"),
+    ("mcp-servers/", "#mcp-server-add",
+     {"input[name=name]": "a11y-mcp", "input[name=command]": "my-mcp-server",
+      "textarea[name=secret_env]": "MY_KEY=MODEL_KEY"}, "tr[data-mcp-server=a11y-mcp]"),
     ("hooks/", "#hook-add",
      {"input[name=name]": "a11y-hook", "select[name=event]": "PreToolUse",
       "textarea[name=command]": "exit 0"}, "#hooks tbody tr >> text=a11y-hook"),
 )  # fmt: skip
 """(page, form, fields, what appears): an invitation, a secret, a model profile, an agent
-definition, an external agent and a hook, so each page lists a row and the audit log has records."""
+definition, an external agent, an MCP server and a hook, so each page lists a row and the
+audit log has records."""
 
 
 def _fill_team(page, team: str) -> None:
@@ -211,6 +215,7 @@ def test_team_settings_pages(context, server):
         ("model profiles", "profiles/"),
         ("agents", "agents/"),
         ("external agents", "acp-agents/"),
+        ("MCP servers", "mcp-servers/"),
         ("hooks", "hooks/"),
         ("audit log", "audit/"),
     ):

@@ -16,6 +16,7 @@ from conversations.events import (
     AgentErrorEvent,
     AgentMessageEvent,
     AgentThoughtEvent,
+    CondensationEvent,
     ObservationEvent,
     PlanEvent,
     RunFinishedEvent,
@@ -24,6 +25,7 @@ from conversations.events import (
     StatusChangeEvent,
     SubagentsSettledEvent,
     SubagentsSpawnedEvent,
+    SystemContextEvent,
     SystemPromptEvent,
     UnknownEvent,
     Usage,
@@ -84,6 +86,14 @@ EXAMPLES = [
     AcpStateEvent(mode="plan", commands=[{"name": "init", "description": "set up"}]),
     AcpPromptEvent(message_ids=["m1", "m2"]),
     AcpTurnEvent(stop_reason="end_turn", usage=Usage(prompt_tokens=5, completion_tokens=2)),
+    CondensationEvent(
+        forgotten_ids=["e1", "e2"],
+        summary="## Task\nfix it",
+        offset=2,
+        trigger="context_window",
+        usage=Usage(prompt_tokens=40, completion_tokens=8, cost_usd=0.01),
+    ),  # fmt: skip
+    SystemContextEvent(text="<context>Today is 2026-12-02 (UTC).</context>", sources=["AGENTS.md"]),
 ]
 
 

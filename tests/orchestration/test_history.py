@@ -1,4 +1,5 @@
-"""The per-process history cache stays bounded by conversations and by cached events."""
+"""The per-process history cache stays bounded by conversations and by cached events, and
+reads the same whether the log arrives in pieces or whole."""
 
 from __future__ import annotations
 
@@ -6,9 +7,20 @@ from datetime import UTC, datetime
 
 import pytest
 
-from conversations.events import UserMessageEvent
+from conversations.events import (
+    ActionEvent,
+    CondensationEvent,
+    ObservationEvent,
+    SystemPromptEvent,
+    Usage,
+    UserMessageBlockedEvent,
+    UserMessageEvent,
+)
 from conversations.store import StoredEvent
+from conversations.view import llm_view
 from orchestration.step import history
+from orchestration.step.context_size import event_tokens
+from orchestration.step.messages import messages_from_events
 
 
 @pytest.fixture
@@ -56,3 +68,45 @@ def test_a_conversation_over_the_budget_alone_stays_cached(logs, monkeypatch):
     logs["big"] = 26
     assert history.history_refresh("big") is big
     assert big.last_seq == 26
+
+
+def test_a_history_read_in_pieces_equals_one_read_whole(monkeypatch):
+    """A runner's cache (its own appends, one by one) and a cold worker's read (the whole log
+    at once) agree on the View, the messages and the running estimates, across condensations
+    and a blocked message."""
+    system = SystemPromptEvent(content="be useful")
+    task = UserMessageEvent(text="the task")
+    log: list = [system, task]
+    for n in range(6):
+        usage = Usage(prompt_tokens=100 * n + 50, completion_tokens=5)
+        action = ActionEvent(tool_call_id=f"c{n}", tool="t", arguments="{}",
+                             llm_response_id=f"r{n}", usage=usage)  # fmt: skip
+        log += [action, ObservationEvent(tool_call_id=f"c{n}", tool="t", content="x" * 40 * n)]
+        if n == 2:
+            log.append(CondensationEvent(forgotten_ids=[e.id for e in log[2:6]], summary="s1",
+                                         offset=2))  # fmt: skip
+        if n == 3:
+            blocked = UserMessageEvent(text="no")
+            log += [blocked, UserMessageBlockedEvent(message_id=blocked.id, hook="h")]
+        if n == 4:
+            log.append(CondensationEvent(forgotten_ids=[e.id for e in log[6:10]], summary="s2",
+                                         offset=2))  # fmt: skip
+    stored = [
+        StoredEvent(seq=i + 1, created_at=datetime.now(UTC), event=e) for i, e in enumerate(log)
+    ]
+    monkeypatch.setattr(history.store, "load", lambda _id, *, after_seq=0, limit=None: [
+        s for s in stored if s.seq > after_seq
+    ])  # fmt: skip
+    whole = history.History()
+    whole.extend(stored, "c")
+    pieces = history.History()
+    for one in stored:
+        pieces.extend([one], "c")
+        assert pieces.view_tokens == sum(event_tokens(e) for e in pieces.view)
+    assert pieces.view == whole.view == llm_view(log)
+    assert [e.type for e in whole.view][:3] == ["system.prompt", "message.user", "condensation"]
+    assert pieces.messages == whole.messages == messages_from_events(whole.view)
+    assert (pieces.view_tokens, pieces.last_prompt_tokens) == (
+        whole.view_tokens, whole.last_prompt_tokens,
+    )  # fmt: skip
+    assert whole.last_prompt_tokens == 555  # the latest response after the last condensation

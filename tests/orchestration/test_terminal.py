@@ -83,6 +83,7 @@ def test_registry() -> None:
         "task": True,
         "delegate": True,
         "workflow": True,
+        "invoke_skill": True,
     }  # spawning changes nothing itself: each child's actions face its own approvals
     with pytest.raises(KeyError, match="nope"):
         tools_for(["terminal", "nope"])

@@ -84,7 +84,11 @@ def test_output_is_bounded(engine, tmp_path) -> None:
         ws.close()
     assert result.exit_code == 0 and result.truncated
     assert result.output.startswith("1\n2\n") and result.output.endswith("99999\n100000\n")
-    assert len(result.output) < 1100
+    assert len(result.output) < 1400
+    # The whole of it is in the output area, named as the agent sees it in the container.
+    assert f"is in /workspace/{result.output_file}:" in result.output
+    kept = tmp_path / "root" / result.output_file
+    assert kept.read_text() == "".join(f"{i}\n" for i in range(1, 100001))
 
 
 _CONTINUE = """

@@ -1,0 +1,94 @@
+"""How one configured server is started for a slice: its environment or headers with each
+secret reference replaced by the team secret's value (on the worker, for this connection only),
+where it runs, and what it may see.
+
+A stdio server gets PATH and the config's variables, nothing of the worker's; HOME and TMPDIR
+are a private directory the sandbox makes for it. It starts in the conversation's workspace (its
+one writable folder besides that home), sees what the site's CANVAS_SANDBOX_READONLY_PATHS and
+its own command's directory hold, and the team policy's network. A reference to a secret the
+conversation cannot use (none by that name, or outside an automation's allowed secrets) makes
+the server unavailable with a reason naming the secret, never a value.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from acp_bridge.profiles import EnvValue, SecretRef
+from workspaces.sandbox import Network
+
+from .rules import McpServerConfig
+from .stdio import StdioLaunch
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+class LaunchError(Exception):
+    """The server cannot be started as configured; the message names what, never a value."""
+
+
+@dataclass(frozen=True)
+class ServerLaunch:
+    config: McpServerConfig
+    stdio: StdioLaunch | None = None
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    secrets_used: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """Secret name -> value, to redact from whatever this server's failures say."""
+
+
+def _resolve(
+    values: Mapping[str, EnvValue], secrets: Mapping[str, str], server: str, what: str,
+    used: dict[str, str],
+) -> dict[str, str]:  # fmt: skip
+    resolved: dict[str, str] = {}
+    for key, value in values.items():
+        if isinstance(value, SecretRef):
+            if value.secret not in secrets:
+                raise LaunchError(
+                    f"{what} {key} is taken from the team secret {value.secret}, which this "
+                    "conversation does not have: an admin can add it on the team's Secrets page."
+                )
+            resolved[key] = used[value.secret] = secrets[value.secret]
+        else:
+            resolved[key] = value
+    return resolved
+
+
+def _command_dirs(command: str, path: str) -> tuple[Path, ...]:
+    """A bare command outside the system directories is only visible in the sandbox when its
+    directory is; an absolute one's installation is the site's CANVAS_SANDBOX_READONLY_PATHS."""
+    if os.path.isabs(command):
+        return ()
+    for directory in path.split(os.pathsep):
+        candidate = os.path.join(directory, command)
+        if os.access(candidate, os.X_OK):
+            real = os.path.dirname(os.path.realpath(candidate))
+            return tuple(Path(d) for d in dict.fromkeys([directory, real]))
+    return ()
+
+
+def server_launch(
+    config: McpServerConfig, *, secrets: Mapping[str, str], workspace: str | None,
+    network: Network,
+) -> ServerLaunch:  # fmt: skip
+    """Raises LaunchError when the server cannot be started as configured."""
+    used: dict[str, str] = {}
+    if config.transport == "http":
+        headers = _resolve(config.headers, secrets, config.name, "header", used)
+        return ServerLaunch(config, headers=headers, secrets_used=used)
+    if not workspace or not os.path.isdir(workspace):
+        raise LaunchError("the conversation has no workspace folder on this worker to start it in")
+    env = {"PATH": DEFAULT_PATH, **_resolve(config.env, secrets, config.name, "env", used)}
+    command = config.command
+    if not os.path.isabs(command) and not _command_dirs(command, env["PATH"]):
+        raise LaunchError(f"the command {command!r} is not found on the worker")
+    if os.path.isabs(command) and not os.access(command, os.X_OK):
+        raise LaunchError(f"the command {command!r} is not an executable file on the worker")
+    launch = StdioLaunch(
+        command=command, args=config.args, env=env, cwd=Path(workspace),
+        readonly=_command_dirs(command, env["PATH"]), network=network,
+    )  # fmt: skip
+    return ServerLaunch(config, stdio=launch, secrets_used=used)

@@ -1,0 +1,118 @@
+"""The MCP side of one slice of our agent's run: before anything runs, connect to the team's
+enabled servers that serve the conversation's model profile and add their tools to the
+runner's; when the slice ends, however it ends, close every session and kill every server
+process.
+
+A server that cannot be used (a secret it names is missing, its command does not start, it
+does not answer, it cannot list its tools, its URL is refused) is left out with an
+`agent.error` `mcp_unavailable` naming it and the reason, once per run and reason, and the
+run goes on without it. A server's tool the team policy does not allow, or whose name would
+shadow one of ours, is not offered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from conversations.events import AgentErrorEvent, RunStartedEvent, Status
+from workspaces.factory import workspace_fill
+from workspaces.sandbox import effective_network
+from workspaces.sources import SourceError
+
+from .launch import LaunchError, ServerLaunch, server_launch
+from .rules import McpServerConfig
+from .servers import mcp_servers_for_run
+from .tool import mcp_tool
+from .toolbox import McpToolbox, Unavailable
+
+if TYPE_CHECKING:
+    from ..step.runner import SliceRunner
+
+UNAVAILABLE = "mcp_unavailable"
+_BAD_NAME = (
+    "The MCP server {server!r} offers a tool {name!r} whose name no model accepts (letters, "
+    "digits, _ and -, 64 in all with its mcp__SERVER__ prefix); that tool is left out."
+)
+
+
+def _message(failure: Unavailable) -> str:
+    return (
+        f"The MCP server {failure.server!r} was skipped: {failure.reason}. Its tools are not "
+        "available to the agent in this part of the run."
+    )
+
+
+def _already_said(runner: SliceRunner, message: str) -> bool:
+    for event in reversed(runner.history.events):
+        warning = isinstance(event, AgentErrorEvent) and event.code == UNAVAILABLE
+        if warning and event.message == message:
+            return True
+        if isinstance(event, RunStartedEvent):
+            return False
+    return False
+
+
+def _workspace_ready(runner: SliceRunner) -> bool:
+    """What the runner's recovery does first, done before a server starts in the workspace:
+    a predecessor's leftovers killed, the git source checked out (into an empty folder), the
+    baseline taken (so what a server writes shows as a change). Each happens once; a source
+    that fails is left for the recovery to report, and no server starts."""
+    workspace = runner.ctx.workspace
+    workspace.stop_leftovers()
+    try:
+        workspace_fill(workspace, runner.workspace_spec)
+    except SourceError:
+        return False
+    workspace.baseline_take()
+    return True
+
+
+def _launches(
+    runner: SliceRunner, configs: list[McpServerConfig]
+) -> tuple[list[ServerLaunch], list[Unavailable]]:
+    network = effective_network(runner.limits.policy.network)
+    launches, failed = [], []
+    where = {"secrets": runner.ctx.secrets, "workspace": runner.workspace_root, "network": network}
+    for config in configs:
+        try:
+            launches.append(server_launch(config, **where))
+        except LaunchError as exc:
+            failed.append(Unavailable(config.name, str(exc)))
+    return launches, failed
+
+
+@contextmanager
+def mcp_tools(runner: SliceRunner) -> Iterator[None]:
+    """Offer the team's MCP tools to `runner` for the duration of the block."""
+    if runner.history.state.status != Status.RUNNING:
+        yield
+        return
+    configs = mcp_servers_for_run(team_id=runner.team_id, model_profile=runner.config.model)
+    if not configs or not _workspace_ready(runner):
+        yield
+        return
+    launches, failed = _launches(runner, configs)
+    toolbox = McpToolbox()
+    try:
+        listed, unreachable = toolbox.open(launches, cancel=runner.cancel) if launches else ([], [])
+        failed += unreachable
+        messages = [_message(failure) for failure in failed]
+        for item in listed:
+            tool = mcp_tool(item, toolbox)
+            if tool is None:
+                messages.append(_BAD_NAME.format(server=item.server, name=item.name))
+            elif tool.name not in runner.tools and runner.limits.tool_allowed(tool.name):
+                runner.tools[tool.name] = tool
+                runner.schemas.append(tool.schema())
+        warnings = [
+            AgentErrorEvent(code=UNAVAILABLE, message=message)
+            for message in messages
+            if not _already_said(runner, message)
+        ]
+        if warnings:
+            runner.append(warnings)
+        yield
+    finally:
+        toolbox.close()
