@@ -32,6 +32,9 @@ BENCHMARKS: dict[str, tuple[list[str], float]] = {
     "redaction": ([], 300.0),
     "subagents": ([], 600.0),
     "acp_bridge": ([], 600.0),
+    "webhooks": ([], 600.0),
+    "condensation": ([], 900.0),
+    "resume": ([], 900.0),
 }
 
 
@@ -231,6 +234,42 @@ def acp_rows(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def webhook_rows(r: dict[str, Any]) -> list[Row]:
+    if "error" in r:
+        return [("webhooks", r["error"], "", False)]
+    rows: list[Row] = []
+    for where in ("in_process", "http"):
+        runs = r[where]
+        rows.append(
+            (f"webhook deliveries/s ({where}): refused / ignored / accepted",
+             " / ".join(f"{runs[k]['per_second']:.0f}" for k in ("refused", "ignored", "accepted")),
+             "", None)
+        )  # fmt: skip
+    rows.append(("webhook answers as expected", str(r["ok"]), "True", r["ok"]))
+    return rows
+
+
+def condensation_rows(r: dict[str, Any]) -> list[Row]:
+    if "error" in r:
+        return [("condensation", r["error"], "", False)]
+    run = r["runs"]["benchcondensed"]
+    ratio = run["last_over_first"]
+    return [
+        (f"{r['steps']} steps with condensation ({run['condensations']}): last / first 10% ms",
+         f"{run['last10_ms']:.1f} / {run['first10_ms']:.1f} ({ratio:.2f}x)", "<= 1.5x",
+         r["ok"]),
+    ]  # fmt: skip
+
+
+def resume_rows(r: dict[str, Any]) -> list[Row]:
+    if "error" in r:
+        return [("resume", r["error"], "", False)]
+    return [
+        (f"first step of a {r['events']}-event conversation, cold worker (ms)",
+         f"{r['first_step_ms']:.0f} (history {r['history_read_ms']:.0f})", "<= 500", r["ok"]),
+    ]  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Smaller counts, for a smoke run.")
@@ -259,6 +298,9 @@ def main() -> None:
         ("redaction", redaction_rows),
         ("subagents", subagent_rows),
         ("acp_bridge", acp_rows),
+        ("webhooks", webhook_rows),
+        ("condensation", condensation_rows),
+        ("resume", resume_rows),
     ):
         if name in results:
             rows.extend(make(results[name]))

@@ -104,6 +104,24 @@ class AutomationForm(forms.Form):
         help_text="A run still going after this alerts the team's notification webhook.",
     )  # fmt: skip
     enabled = forms.BooleanField(required=False, initial=True)
+    # Where its runs work, sent to the service as one `workspace_spec` (checked there).
+    workspace_kind = forms.ChoiceField(
+        choices=[("local", "Local folder"), ("docker", "Docker container")], initial="local",
+        required=False, label="Runs in",
+    )  # fmt: skip
+    image = forms.CharField(
+        max_length=255, required=False, label="Image",
+        widget=forms.TextInput(attrs={"placeholder": "the site's default", "spellcheck": "false"}),
+    )  # fmt: skip
+    git_repo = forms.CharField(
+        max_length=1000, required=False, label="Git repository",
+        widget=forms.TextInput(attrs={"placeholder": "https URL or a repository the site names",
+                                      "spellcheck": "false"}),
+    )  # fmt: skip
+    git_ref = forms.CharField(
+        max_length=250, required=False, label="Branch, tag or commit",
+        widget=forms.TextInput(attrs={"placeholder": "default branch", "spellcheck": "false"}),
+    )  # fmt: skip
     # The runs' tightening of the team policy, sent to the service as one `limits` value.
     confirmation_mode = forms.ChoiceField(
         choices=[("", "the policy's"), *ConfirmationMode.choices], required=False,
@@ -131,6 +149,13 @@ class AutomationForm(forms.Form):
                   "risk_threshold": data.get("risk_threshold") or None,
                   "max_iterations": data.get("max_iterations"), "tools": tools or None}  # fmt: skip
         data["limits"] = {key: value for key, value in limits.items() if value is not None}
+        kind = data.get("workspace_kind") or "local"
+        repo, ref = (data.get("git_repo") or "").strip(), (data.get("git_ref") or "").strip()
+        data["workspace_spec"] = {
+            "kind": kind,
+            "image": (data.get("image") or "").strip() or None if kind == "docker" else None,
+            "source": {"repo": repo, "ref": ref or None} if repo else None,
+        }
         return data
 
     def __init__(self, *args: Any, menus: Menus, current: Automation | None = None, **kwargs: Any):
@@ -190,6 +215,7 @@ def _model_choices(menus: Menus, keep: Iterable[str]) -> list:
 
 
 LIMIT_FIELDS = ("confirmation_mode", "risk_threshold", "max_iterations", "tools")
+WORKSPACE_FIELDS = ("workspace_kind", "image", "git_repo", "git_ref")
 
 
 def edit_initial(automation: Automation) -> dict[str, Any]:
@@ -197,11 +223,15 @@ def edit_initial(automation: Automation) -> dict[str, Any]:
     initial = {
         key: getattr(automation, key)
         for key in AutomationForm.base_fields
-        if key not in LIMIT_FIELDS
+        if key not in LIMIT_FIELDS and key not in WORKSPACE_FIELDS
     }
     limits = automation.limits or {}
     initial |= {key: limits.get(key) for key in LIMIT_FIELDS}
     initial["tools"] = ", ".join(limits.get("tools") or [])
+    spec = automation.workspace_spec or {}
+    source = spec.get("source") or {}
+    initial |= {"workspace_kind": spec.get("kind", "local"), "image": spec.get("image") or "",
+                "git_repo": source.get("repo", ""), "git_ref": source.get("ref") or ""}  # fmt: skip
     return initial
 
 

@@ -130,19 +130,23 @@ def _append_rows_orm(
     return AppendedRows(events, payloads, seqs, created_at, status)
 
 
-def _to_stored(rows: Iterable[ConversationEvent]) -> list[StoredEvent]:
+_COLUMNS = ("seq", "created_at", "type", "payload")
+"""What a read takes of each row: tuples, not model instances (half the time of a long read)."""
+
+
+def _to_stored(rows: Iterable[tuple]) -> list[StoredEvent]:
     return [
-        StoredEvent(
-            seq=row.seq, created_at=row.created_at, event=event_from_payload(row.type, row.payload)
-        )
-        for row in rows
+        StoredEvent(seq=seq, created_at=created_at, event=event_from_payload(type_, payload))
+        for seq, created_at, type_, payload in rows
     ]
 
 
 def _rows(conversation_id: uuid.UUID | str, after_seq: int, limit: int | None):
-    rows = ConversationEvent.objects.filter(
-        conversation_id=conversation_id, seq__gt=after_seq
-    ).order_by("seq")
+    rows = (
+        ConversationEvent.objects.filter(conversation_id=conversation_id, seq__gt=after_seq)
+        .order_by("seq")
+        .values_list(*_COLUMNS)
+    )
     return rows if limit is None else rows[:limit]
 
 
@@ -161,9 +165,10 @@ def load_many(after_seqs: Mapping[uuid.UUID, int]) -> dict[uuid.UUID, list[Store
     match = Q()
     for conversation_id, after_seq in after_seqs.items():
         match |= Q(conversation_id=conversation_id, seq__gt=after_seq)
-    grouped: dict[uuid.UUID, list[ConversationEvent]] = {pk: [] for pk in after_seqs}
-    for row in ConversationEvent.objects.filter(match).order_by("conversation_id", "seq"):
-        grouped[row.conversation_id].append(row)
+    grouped: dict[uuid.UUID, list[tuple]] = {pk: [] for pk in after_seqs}
+    rows = ConversationEvent.objects.filter(match).order_by("conversation_id", "seq")
+    for conversation_id, *row in rows.values_list("conversation_id", *_COLUMNS):
+        grouped[conversation_id].append(tuple(row))
     return {pk: _to_stored(rows) for pk, rows in grouped.items()}
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Literal
 from conversations.cuts import Cut, choose_cut
 from conversations.events import CondensationEvent, Usage, UserMessageEvent
 
+from .context import latest_context
 from .context_size import CHARS_PER_TOKEN, TRIGGER_FRACTION, context_limit, event_tokens
 from .llm import ContextWindowError, LLMError, LLMResponse
 from .model_call import ModelCall
@@ -42,6 +43,11 @@ REQUEST_FRACTION = 0.6
 """The summarising request's transcript fits this share of the limit."""
 CONTEXT_RETRIES = 2
 """Condensations one step may try after the model refused its View as too long."""
+MIN_GAIN_FRACTION = 0.1
+"""A condensation the limit calls for must forget at least this share of the limit: when the
+task itself (the head, always kept) fills the context, forgetting the latest call every step
+would only make the agent lose its place. Until the View grows by as much, it is not tried
+again; a refusal from the provider still condenses whatever it can."""
 
 Trigger = Literal["limit", "context_window"]
 
@@ -62,18 +68,29 @@ class Condenser:
                 return None
         return context_limit(profile)
 
+    @cached_property
+    def context_tokens(self) -> int:
+        """The run's system context (orchestration.step.context): sent beside the View, so
+        counted beside it. Read once per slice, after the runner recorded it."""
+        context = latest_context(self.runner.history.events)
+        return len(context.text) // CHARS_PER_TOKEN if context is not None else 0
+
     def due(self) -> bool:
         """Whether the View nears the limit: reads two running counts, never the history."""
         if not self.limit:
             return False
         history = self.runner.history
-        return max(history.view_tokens, history.last_prompt_tokens) >= self.limit * TRIGGER_FRACTION
+        estimate = history.view_tokens + self.context_tokens
+        return max(estimate, history.last_prompt_tokens) >= self.limit * TRIGGER_FRACTION
+
+    _futile_below: int = 0
+    """The View's estimate under which a condensation due to the limit would gain too little."""
 
     def respond(self, complete: Callable[[], LLMResponse]) -> LLMResponse:
         """`complete()`'s answer, condensing first when due, and again (at most
         CONTEXT_RETRIES times) when the model refuses the View as too long. Raises what
         `complete` raises, ContextWindowError once condensing cannot help."""
-        if self.due():
+        if self.due() and self.runner.history.view_tokens >= self._futile_below:
             self.condense("limit")
         for attempt in range(CONTEXT_RETRIES + 1):
             try:
@@ -92,6 +109,10 @@ class Condenser:
         view = history.view
         cut = choose_cut(view, [event_tokens(e) for e in view], budget=int(limit * KEEP_FRACTION))
         if cut is None:
+            return False
+        gain = sum(event_tokens(e) for e in cut.forgotten)
+        if trigger == "limit" and gain < limit * MIN_GAIN_FRACTION:
+            self._futile_below = history.view_tokens + int(limit * MIN_GAIN_FRACTION)
             return False
         previous = next((e for e in view if isinstance(e, CondensationEvent)), None)
         summary = self._summarise(cut, previous, limit)

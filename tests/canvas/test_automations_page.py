@@ -277,3 +277,28 @@ def test_the_form_tightens_the_policy_for_its_runs(user, team):
                                  "tools": ["think", "finish"]}  # fmt: skip
     page = client.get(f"/teams/{team.pk}/automations/").content.decode()
     assert 'value="think, finish"' in page
+
+
+def test_the_form_sets_where_its_runs_work(user, team):
+    from django.test import Client
+
+    from automations.models import Automation
+
+    client = Client()
+    client.force_login(user)
+    data = {"name": "from-git", "trigger": "webhook", "timezone": "UTC", "missed": "skip",
+            "prompt_template": "go", "model": "scripted", "concurrency": "skip",
+            "deadline_minutes": "60", "enabled": "on", "workspace_kind": "local",
+            "git_repo": "https://example.com/acme/web.git", "git_ref": "main"}  # fmt: skip
+    answer = client.post(f"/teams/{team.pk}/automations/new", data, headers={"HX-Request": "true"})
+    assert answer.status_code == 200, answer.content.decode()[:2000]
+    spec = Automation.objects.get().workspace_spec
+    assert spec["kind"] == "local" and spec["image"] is None
+    assert spec["source"] == {"repo": "https://example.com/acme/web.git", "ref": "main"}
+    page = client.get(f"/teams/{team.pk}/automations/").content.decode()
+    assert 'value="https://example.com/acme/web.git"' in page
+    bad = client.post(f"/teams/{team.pk}/automations/new",
+                      {**data, "name": "bad-image", "workspace_kind": "docker", "image": "not an image!"},
+                      headers={"HX-Request": "true"})  # fmt: skip
+    assert bad.status_code == 400 and "image" in bad.content.decode()
+    assert Automation.objects.count() == 1

@@ -233,3 +233,23 @@ def test_another_worker_process_resumes_after_condensation(user, team, dispatche
     assert later, "the worker condensed again, from the View it rebuilt"
     already = {i for e in events if e.id in condensed_here for i in e.forgotten_ids}
     assert already and not already & set(later[0].forgotten_ids)  # it cut that View, not the log
+
+
+def test_a_task_that_fills_the_context_is_not_condensed_for_every_step(user, team, dispatched):
+    """The head (system prompt and task) over the trigger by itself: a condensation that would
+    forget a step or two gains nothing, so it waits until the View has grown by a tenth of the
+    limit, instead of summarising at every step."""
+    thoughts = [{"tool": "think", "args": {"thought": f"step {i}"}} for i in range(30)]
+    prompt = script(*thoughts, {"tool": "finish", "args": {"message": "done"}},
+                    summary=SUMMARY, note="background " * 1500)  # fmt: skip
+    ModelProfile.objects.create(team=team, name="full", model="canvas/scripted")
+    conversation = services.conversation_create(owner=user, model="full", prompt=prompt,
+                                                tools=["think", "finish"])  # fmt: skip
+    head = sum(event_tokens(e) for e in events_of(conversation)
+               if isinstance(e, SystemPromptEvent | UserMessageEvent))  # fmt: skip
+    ModelProfile.objects.filter(team=team, name="full").update(max_input_tokens=int(head / 0.9))
+    drive(dispatched, limit=200)
+    conversation.refresh_from_db()
+    events = events_of(conversation)
+    assert conversation.status == "finished", [e.type for e in events][-6:]
+    assert 1 <= sum(isinstance(e, CondensationEvent) for e in events) <= 5

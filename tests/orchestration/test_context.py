@@ -89,3 +89,20 @@ def test_a_run_records_its_context_after_the_workspace_is_filled(user, team, dis
     services.conversation_post_message(conversation_id=conversation.pk, text=prompt, sender=user)
     drive(dispatched)
     assert sum(isinstance(s.event, SystemContextEvent) for s in store.load(conversation.pk)) == 2
+
+
+def test_the_condenser_counts_the_context_beside_the_view():
+    from types import SimpleNamespace
+
+    from orchestration.step.condense import Condenser
+
+    history = SimpleNamespace(events=[SystemContextEvent(text="x" * 40_000)], view_tokens=2_000,
+                              last_prompt_tokens=0)  # fmt: skip
+    condenser = Condenser(SimpleNamespace(history=history))
+    condenser.__dict__["limit"] = 14_000  # a cached_property, set as the profile would
+    assert condenser.context_tokens == 10_000
+    assert condenser.due()  # 2,000 + 10,000 >= 80% of 14,000
+    history.events = []
+    fresh = Condenser(SimpleNamespace(history=history))
+    fresh.__dict__["limit"] = 14_000
+    assert not fresh.due()
