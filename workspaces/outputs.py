@@ -124,6 +124,7 @@ def _prune(area: Path) -> None:
         entries = [e for e in os.scandir(area) if e.is_file(follow_symlinks=False)]
     except OSError:
         return
+
     def age(entry: os.DirEntry) -> tuple[int, str]:
         try:
             return entry.stat(follow_symlinks=False).st_mtime_ns, entry.name
