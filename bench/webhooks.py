@@ -168,6 +168,9 @@ def main() -> None:
                 result["http"][kind] = _over_http(base, kind, count)
         finally:
             _purge_broker()
+            if not all(result["http"].get(k, {}).get("ok", True) for k in KINDS):
+                log = common.scratch_dir() / "webhooks-server.log"
+                print(f"unexpected answers; the server's log ends:\n{log.read_text()[-6000:]}")
     for where in ("in_process", "http"):
         runs = result[where]
         runs["accepted_over_refused_cost"] = (
