@@ -111,3 +111,25 @@ def test_the_terminal_result_links_the_whole_output_on_the_page(user, team, disp
     assert text.count("\n") == 80001
     Path(conversation.workspace_path, stored.event.output_file).unlink()
     assert client.get(link).status_code == 404
+
+
+@pytest.mark.django_db
+def test_the_page_never_reads_an_output_through_a_link(user, team, tmp_path):
+    from canvas.workspace_reads import output_text
+    from common.errors import NotFound
+    from tests.factories import make_conversation
+
+    root = tmp_path / "ws"
+    (root / OUTPUTS_DIR).mkdir(parents=True)
+    name = "20261202T000000-0123abcd.log"
+    (root / OUTPUTS_DIR / name).symlink_to("/etc/passwd")
+    conversation = make_conversation(user, team, workspace_path=str(root))
+    for hostile in (f"{OUTPUTS_DIR}/{name}", f"{OUTPUTS_DIR}/../../etc/passwd", "/etc/passwd"):
+        with pytest.raises(NotFound):
+            output_text(conversation, hostile)
+    (root / OUTPUTS_DIR / name).unlink()
+    (root / OUTPUTS_DIR).rmdir()
+    (root / OUTPUTS_DIR).symlink_to(tmp_path)
+    (tmp_path / name).write_text("outside")
+    with pytest.raises(NotFound):
+        output_text(conversation, f"{OUTPUTS_DIR}/{name}")
