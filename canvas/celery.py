@@ -7,6 +7,7 @@ from celery.signals import (
     celeryd_after_setup,
     worker_init,
     worker_process_init,
+    worker_process_shutdown,
     worker_ready,
     worker_shutdown,
     worker_shutting_down,
@@ -54,6 +55,15 @@ def _depart(**_: object) -> None:
     presence_stop()
 
 
+@worker_shutdown.connect
+@worker_process_shutdown.connect
+def _stop_kept_servers(**_: object) -> None:
+    # The MCP servers runs left for their next slice (orchestration/mcp/pool.py).
+    from orchestration.mcp.pool import close_all
+
+    close_all()
+
+
 @celeryd_after_setup.connect
 def _consume_host_queue(sender: str, instance, **_: object) -> None:
     # Conversations with a local workspace are pinned to the host that holds it; every worker
@@ -73,11 +83,13 @@ def _consume_host_queue(sender: str, instance, **_: object) -> None:
 @worker_init.connect
 @worker_process_init.connect
 def _warm_worker_process(**_: object) -> None:
-    # Load LiteLLM once per worker process, before the first task needs it, then move
-    # everything imported so far out of the garbage collector's reach: full collections
-    # otherwise rescan LiteLLM's ~460k objects and cost seconds over a long run.
+    # Load LiteLLM once per worker process, before the first task needs it (with what its
+    # first call imports), then move everything imported so far out of the garbage
+    # collector's reach: full collections otherwise rescan LiteLLM's ~460k objects and cost
+    # seconds over a long run.
     import gc
 
-    import orchestration.step.llm  # noqa: F401
+    from orchestration.step.llm import warm_up
 
+    warm_up()
     gc.freeze()

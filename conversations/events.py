@@ -465,6 +465,12 @@ class CondensationEvent(BaseEvent):
     """Why: the View neared the model's context limit, or the model refused it as too long."""
     usage: Usage | None = None
     """What the summarising call cost, when one answered."""
+    kept_head_seqs: list[int] = Field(default_factory=list)
+    """Seqs of the head of the View it keeps (the system prompt and the task)."""
+    kept_from_seq: int | None = None
+    """Every View event from this seq on is kept: with kept_head_seqs, where a reader of the
+    log finds the View (conversations.window). None in condensations written before it was
+    recorded: a reader then takes the whole log."""
 
 
 class UnknownEvent(BaseEvent):

@@ -12,6 +12,7 @@ from django.db import models
 from workspaces.paths import workspace_label
 
 from .events import SCHEMA_VERSION, Status
+from .window import MARK_TYPES
 
 
 class Conversation(models.Model):
@@ -95,6 +96,10 @@ class Conversation(models.Model):
     cost_usd = models.DecimalField(max_digits=14, decimal_places=6, default=0)
     steps = models.IntegerField(default=0)
     run_steps = models.IntegerField(default=0, help_text="LLM steps since the current run began.")
+    run_cost = models.FloatField(default=0, help_text="Dollars since the current run began.")
+    run_children = models.IntegerField(
+        default=0, help_text="Sub-agents spawned since the current run began."
+    )
     last_seq = models.BigIntegerField(default=0)
 
     run_slice = models.CharField(
@@ -162,6 +167,14 @@ class ConversationEvent(models.Model):
         ordering = ["conversation", "seq"]
         constraints = [
             models.UniqueConstraint(fields=["conversation", "seq"], name="event_unique_seq"),
+        ]
+        indexes = [
+            # The few events a cold reader of a condensed log looks up first (store.load_window).
+            models.Index(
+                fields=["conversation", "seq"],
+                condition=models.Q(type__in=MARK_TYPES),
+                name="event_window_marks",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -60,6 +60,33 @@ class RunState:
                 self.run_cost += usage.cost_usd
         return self
 
+    @classmethod
+    def resumed(
+        cls, window: Iterable[AnyEvent], recent: Iterable[AnyEvent], counts: RunCounts
+    ) -> RunState:
+        """The state from a window of the log (conversations.window) and the row's counts.
+        The window holds the run's start, but not every step since; `recent`, its events from
+        its start seq on, holds every message not checked yet (a condensation is only ever
+        written after the messages before it were checked)."""
+        state = cls().apply(window)
+        state.unchecked = cls().apply(recent).unchecked
+        state.status = Status(counts.status)
+        state.run_steps = counts.run_steps
+        state.run_cost = counts.run_cost
+        state.run_children = counts.run_children
+        return state
+
+
+@dataclass(frozen=True, slots=True)
+class RunCounts:
+    """What the conversation row mirrors of the log at its last_seq (store.append keeps it)."""
+
+    last_seq: int
+    status: str
+    run_steps: int
+    run_cost: float
+    run_children: int
+
 
 def unchecked_messages(events: Iterable[AnyEvent]) -> list[UserMessageEvent]:
     """User messages no UserPromptSubmit check has answered yet, in log order."""

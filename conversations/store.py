@@ -17,16 +17,21 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, Subquery
 from django.utils.timezone import now
 
 from . import broadcast
 from .events import SCHEMA_VERSION, AnyEvent, BaseEvent, event_from_payload, event_to_payload
 from .models import Conversation, ConversationEvent
+from .projections import RunCounts
 from .store_base import AppendedRows, StaleLeaseError, redact, row_delta
 from .store_postgres import append_rows
+from .window import KEPT_MARKS, Window
 
-__all__ = ["StaleLeaseError", "StoredEvent", "aload", "append", "load", "load_many"]
+__all__ = [
+    "StaleLeaseError", "StoredEvent", "WindowRead", "aload", "append", "load", "load_many",
+    "load_window",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +127,16 @@ def _append_rows_orm(
     if delta.steps:
         updates["steps"] = F("steps") + delta.steps
     if delta.run_started:
-        updates["run_steps"] = delta.steps
-    elif delta.steps:
-        updates["run_steps"] = F("run_steps") + delta.steps
+        updates["run_steps"] = delta.run_steps
+        updates["run_cost"] = delta.run_cost
+        updates["run_children"] = delta.run_children
+    else:
+        if delta.run_steps:
+            updates["run_steps"] = F("run_steps") + delta.run_steps
+        if delta.run_cost:
+            updates["run_cost"] = F("run_cost") + delta.run_cost
+        if delta.run_children:
+            updates["run_children"] = F("run_children") + delta.run_children
     Conversation.objects.filter(pk=pk).update(**updates)
     seqs = list(range(first, first + len(events)))
     return AppendedRows(events, payloads, seqs, created_at, status)
@@ -155,6 +167,40 @@ def load(
 ) -> list[StoredEvent]:
     """Events with seq > after_seq in seq order, at most `limit` of them."""
     return _to_stored(_rows(conversation_id, after_seq, limit))
+
+
+@dataclass(frozen=True, slots=True)
+class WindowRead:
+    events: list[StoredEvent]
+    """The whole log, or its window (conversations.window) when it has been condensed."""
+    counts: RunCounts | None
+    """The row's counts at the last event read, with a window (None with the whole log)."""
+
+
+def load_window(conversation_id: uuid.UUID | str) -> WindowRead:
+    """What a reader that has seen nothing of the conversation needs of its log: after a
+    condensation, only its window, whatever the log's length (three indexed queries)."""
+    row = (
+        Conversation.objects.filter(pk=conversation_id)
+        .values_list("last_seq", "status", "run_steps", "run_cost", "run_children")
+        .first()
+    )
+    if row is None:
+        return WindowRead([], None)
+    counts = RunCounts(*row)
+    events = ConversationEvent.objects.filter(
+        conversation_id=conversation_id, seq__lte=counts.last_seq
+    )
+    latest = events.filter(type="condensation").order_by("-seq").values_list(*_COLUMNS)[:1]
+    window = next((Window.of(s.event) for s in _to_stored(latest)), None)
+    if window is None:
+        return WindowRead(_to_stored(events.order_by("seq").values_list(*_COLUMNS)), None)
+    kept = Q(seq__gte=window.from_seq) | Q(seq__in=window.head_seqs)
+    for type_ in KEPT_MARKS:
+        mark = events.filter(type=type_, seq__lt=window.from_seq).order_by("-seq")
+        kept |= Q(seq__in=Subquery(mark.values("seq")[:1]))
+    rows = events.filter(kept).order_by("seq").values_list(*_COLUMNS)
+    return WindowRead(_to_stored(rows), counts)
 
 
 def load_many(after_seqs: Mapping[uuid.UUID, int]) -> dict[uuid.UUID, list[StoredEvent]]:

@@ -14,7 +14,13 @@ from decimal import Decimal
 from typing import Any
 
 from . import redaction
-from .events import BaseEvent, RunStartedEvent, StatusChangeEvent, is_llm_step
+from .events import (
+    BaseEvent,
+    RunStartedEvent,
+    StatusChangeEvent,
+    SubagentsSpawnedEvent,
+    is_llm_step,
+)
 
 
 class StaleLeaseError(RuntimeError):
@@ -31,26 +37,40 @@ class RowDelta:
     cost_usd: Decimal
     steps: int
     run_started: bool
+    """The batch starts a run: the run_* counts below replace the row's instead of adding."""
+    run_steps: int
+    run_cost: float
+    run_children: int
+    """The run's counts (RunState's: steps, cost, sub-agents spawned), over the events after
+    the batch's last run.started when it has one."""
 
 
 def row_delta(events: Sequence[BaseEvent]) -> RowDelta:
     status: str | None = None
-    tokens_in = tokens_out = steps = 0
+    tokens_in = tokens_out = steps = run_steps = run_children = 0
     cost = Decimal(0)
+    run_cost = 0.0
     run_started = False
     for event in events:
         if isinstance(event, StatusChangeEvent):
             status = event.status.value
         elif isinstance(event, RunStartedEvent):
             run_started = True
+            run_steps, run_cost, run_children = 0, 0.0, 0
+        elif isinstance(event, SubagentsSpawnedEvent):
+            run_children += len(event.children)
         usage = getattr(event, "usage", None)
         if usage is not None:
             tokens_in += usage.prompt_tokens
             tokens_out += usage.completion_tokens
             cost += Decimal(str(usage.cost_usd))
+            run_cost += usage.cost_usd
         if is_llm_step(event):
             steps += 1
-    return RowDelta(status, tokens_in, tokens_out, cost, steps, run_started)
+            run_steps += 1
+    return RowDelta(
+        status, tokens_in, tokens_out, cost, steps, run_started, run_steps, run_cost, run_children
+    )
 
 
 def redact(team_id: int, secrets_version: int, events: Sequence[BaseEvent]) -> list[BaseEvent]:

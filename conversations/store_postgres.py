@@ -41,7 +41,10 @@ WITH conv AS (
            tokens_out = c.tokens_out + %(tokens_out)s,
            cost_usd = c.cost_usd + %(cost)s,
            steps = c.steps + %(steps)s,
-           run_steps = CASE WHEN %(run_started)s THEN %(steps)s ELSE c.run_steps + %(steps)s END
+           run_steps = CASE WHEN %(run_started)s THEN 0 ELSE c.run_steps END + %(run_steps)s,
+           run_cost = CASE WHEN %(run_started)s THEN 0 ELSE c.run_cost END + %(run_cost)s,
+           run_children = CASE WHEN %(run_started)s THEN 0 ELSE c.run_children END
+                          + %(run_children)s
       FROM teams_team AS t
      WHERE c.id = %(id)s
        AND t.id = c.team_id
@@ -120,6 +123,8 @@ def append_rows(
             "id": pk, "n": len(payloads), "now": created_at, "status": delta.status,
             "tokens_in": delta.tokens_in, "tokens_out": delta.tokens_out,
             "cost": delta.cost_usd, "steps": delta.steps, "run_started": delta.run_started,
+            "run_steps": delta.run_steps, "run_cost": delta.run_cost,
+            "run_children": delta.run_children,
             "version": version, "lease": lease_token, "schema": SCHEMA_VERSION,
         }  # fmt: skip
         for i, payload in enumerate(payloads):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from bisect import bisect_left
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from conversations.events import (
     AcpTurnEvent,
     ActionEvent,
     AnyEvent,
+    CondensationEvent,
     ObservationEvent,
     Status,
     StatusChangeEvent,
@@ -105,6 +107,22 @@ def _copied(event: AnyEvent) -> AnyEvent:
     if getattr(event, "usage", None) is not None:
         return event.model_copy(update={"usage": None})
     return event
+
+
+def _copies(kept: Sequence[tuple[int, AnyEvent]]) -> list[AnyEvent]:
+    """The events the fork's log starts with. It numbers them from 1 and some are left out, so
+    where a condensation says its View starts (conversations.window) is renumbered too."""
+    copied = [(seq, _copied(e)) for seq, e in kept if not isinstance(e, LEFT_OUT)]
+    old_seqs = [seq for seq, _ in copied]
+    events = []
+    for _, event in copied:
+        if isinstance(event, CondensationEvent) and event.kept_from_seq is not None:
+            event = event.model_copy(update={
+                "kept_head_seqs": [bisect_left(old_seqs, s) + 1 for s in event.kept_head_seqs],
+                "kept_from_seq": bisect_left(old_seqs, event.kept_from_seq) + 1,
+            })  # fmt: skip
+        events.append(event)
+    return events
 
 
 def _status_at(events: Sequence[tuple[int, AnyEvent]]) -> Status:
@@ -202,7 +220,7 @@ def conversation_fork(
         shutil.rmtree(target, ignore_errors=True)
         raise
     fork.workspace_path = str(target)
-    events = [_copied(e) for _, e in kept if not isinstance(e, LEFT_OUT)]
+    events = _copies(kept)
     rest = _status_at(kept)
     where = f"forked from “{source.title or source.pk}” at event {cut}"
     try:

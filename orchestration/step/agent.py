@@ -47,3 +47,6 @@ class AgentConfig(BaseModel):
     """Per-run model spend limit in dollars; None: only the team policy's, if any."""
     depth: int = Field(default=0, ge=0)
     """0 for a conversation people started; a sub-agent's is its parent's plus one."""
+    mcp_tools: tuple[str, ...] | None = None
+    """The team's MCP tools (mcp__SERVER__TOOL) it may have; None: all the team offers it.
+    A sub-agent's: those its parent had when it spawned it, narrowed by its definition."""

@@ -127,6 +127,12 @@ class Condenser:
             hard_reset=summary.hard_reset,
             trigger=trigger,
             usage=summary.usage,
+            kept_head_seqs=[history.seq_of(e.id) for e in cut.events[: cut.start]],
+            # With nothing kept after the cut, the View goes on with whatever follows what
+            # this runner has read (someone may have appended meanwhile).
+            kept_from_seq=(
+                history.seq_of(cut.kept_tail[0].id) if cut.kept_tail else history.last_seq + 1
+            ),
         )
         self.runner.append([event], spend=summary.usage.cost_usd if summary.usage else 0.0)
         return True

@@ -1,8 +1,10 @@
 """A per-process cache of each conversation's log, View and chat messages.
 
 The log is append-only, so a cached prefix is never wrong: a runner only reads the events
-after the last seq it has seen. This keeps a step's framework cost flat as history grows,
-whichever worker process runs the step.
+after the last seq it has seen. Once the log has been condensed, only its window is held
+(conversations.window): a cold worker reads just that, and a warm one drops the rest at each
+condensation, so a step's framework cost stays flat as history grows, whichever worker process
+runs the step, and both derive the same View and state.
 """
 
 from __future__ import annotations
@@ -20,15 +22,16 @@ from conversations.events import (
     is_llm_step,
 )
 from conversations.projections import RunState
-from conversations.store import StoredEvent
+from conversations.store import StoredEvent, WindowRead
 from conversations.view import llm_view, view_extend
+from conversations.window import Window
 
 from .context_size import event_tokens
 from .messages import extend_messages, messages_from_events
 
 MAX_CACHED_CONVERSATIONS = 256
 MAX_CACHED_EVENTS = 100_000
-"""Events kept across all cached conversations (each keeps its whole log): least recently
+"""Events kept across all cached conversations (each keeps its window): least recently
 refreshed conversations go first, but never the one just refreshed."""
 
 
@@ -36,6 +39,11 @@ refreshed conversations go first, but never the one just refreshed."""
 class History:
     last_seq: int = 0
     events: list[AnyEvent] = field(default_factory=list)
+    """The log, or its window once condensed."""
+    seqs: list[int] = field(default_factory=list)
+    """Each event's seq, in step with `events`."""
+    window_from: int = 1
+    """The window's first seq (conversations.window); 1 while the whole log is held."""
     view: list[AnyEvent] = field(default_factory=list)
     """The LLM's View (conversations.view): condensations applied, blocked messages gone."""
     messages: list[dict[str, Any]] = field(default_factory=list)
@@ -46,19 +54,46 @@ class History:
     answer): a check on the estimate, 0 when none."""
     state: RunState = field(default_factory=RunState)
 
+    @classmethod
+    def loaded(cls, read: WindowRead) -> History:
+        """A history of what a cold reader got (store.load_window)."""
+        history = cls()
+        history._add(read.events)
+        if read.counts is not None:
+            recent = [
+                e for e, seq in zip(history.events, history.seqs, strict=True)
+                if seq >= history.window_from
+            ]  # fmt: skip
+            history.state = RunState.resumed(history.events, recent, read.counts)
+            history.last_seq = max(history.last_seq, read.counts.last_seq)
+        return history
+
     def extend(self, stored: list[StoredEvent], conversation_id: str) -> None:
         """Add events just read or written; fills any gap (someone else appended) from the log.
 
         Whether the log arrives in one piece (a cold worker) or many (a runner's appends), the
-        View, messages and estimates come out the same: recovery relies on it."""
+        View, messages, estimates and state come out the same: recovery relies on it."""
         stored = [s for s in stored if s.seq > self.last_seq]
         if not stored:
             return
         if stored[0].seq != self.last_seq + 1:
             stored = store.load(conversation_id, after_seq=self.last_seq)
+        self._add(stored)
+
+    def seq_of(self, event_id: str) -> int:
+        """The seq of a held event (a condensation records where its View starts)."""
+        for event, seq in zip(reversed(self.events), reversed(self.seqs), strict=True):
+            if event.id == event_id:
+                return seq
+        raise KeyError(event_id)
+
+    def _add(self, stored: list[StoredEvent]) -> None:
+        if not stored:
+            return
         fresh = [s.event for s in stored]
         self.last_seq = stored[-1].seq
         self.events.extend(fresh)
+        self.seqs.extend(s.seq for s in stored)
         self.state.apply(fresh)
         self._note_usage(fresh)
         if any(isinstance(e, UserMessageBlockedEvent) for e in fresh):
@@ -72,6 +107,17 @@ class History:
             self.view.extend(added)
             extend_messages(self.messages, added)
             self.view_tokens += sum(event_tokens(e) for e in added)
+        window = next((w for e in reversed(fresh) if (w := Window.of(e)) is not None), None)
+        if window is not None:
+            self._keep(window)
+
+    def _keep(self, window: Window) -> None:
+        """Drop what the window leaves out: nothing a runner reads is in it."""
+        kept = window.keep(self.seqs, [e.type for e in self.events])
+        if len(kept) != len(self.events):
+            self.events = [self.events[i] for i in kept]
+            self.seqs = [self.seqs[i] for i in kept]
+        self.window_from = window.from_seq
 
     def _rebuild(self, view: list[AnyEvent]) -> None:
         # New lists: a model call abandoned mid-flight may still be reading the old ones.
@@ -100,7 +146,12 @@ def history_refresh(conversation_id: str) -> History:
     with _lock:
         history = _cache.pop(conversation_id, None) or History()
         _cache[conversation_id] = history
-    history.extend(store.load(conversation_id, after_seq=history.last_seq), conversation_id)
+    if history.last_seq:
+        history.extend(store.load(conversation_id, after_seq=history.last_seq), conversation_id)
+    else:
+        history = History.loaded(store.load_window(conversation_id))
+        with _lock:
+            _cache[conversation_id] = history
     with _lock:
         _evict()
     return history

@@ -127,6 +127,8 @@ class SliceRunner:
         self.tools: dict[str, Tool] = {
             t.name: t for t in tools_for(self.config.tools) if self.limits.tool_allowed(t.name)
         }
+        self.mcp_tool_names: list[str] = []
+        """The MCP tools added to `tools` for this slice (orchestration.mcp.slice)."""
         self.subagents = ParentSide(self)
         self.schemas = [self._schema(t) for t in self.tools.values()]
         self.parent_id = conversation.parent_id
@@ -510,12 +512,15 @@ class SliceRunner:
     def mark_unsandboxed(self) -> None:
         """Say once per run, in the log people read, that its commands run without a sandbox
         (the site allows it where none works). The web process cannot know; the worker can."""
-        if self.history.state.status != Status.RUNNING or not commands_unsandboxed():
+        history = self.history
+        if history.state.status != Status.RUNNING or not commands_unsandboxed():
             return
-        for event in reversed(self.history.events):
+        for event, seq in zip(reversed(history.events), reversed(history.seqs), strict=True):
             if isinstance(event, AgentErrorEvent) and event.code == UNSANDBOXED:
                 return
             if isinstance(event, RunStartedEvent):
+                if seq < history.window_from:
+                    return  # condensed since it started: its first slice said so
                 break
         self.append([AgentErrorEvent(code=UNSANDBOXED, message=UNSANDBOXED_MESSAGE)])
 

@@ -164,7 +164,15 @@ def test_a_worker_resuming_after_condensation_reads_the_same_view(user, team, di
         assert (fresh.view_tokens, fresh.last_prompt_tokens) == (
             cached.view_tokens, cached.last_prompt_tokens,
         )  # fmt: skip
-        checked += any(isinstance(e, CondensationEvent) for e in fresh.view)
+        # The same window of the log, and the same run state from it and the row.
+        assert (fresh.seqs, fresh.window_from) == (cached.seqs, cached.window_from)
+        assert [e.id for e in fresh.events] == [e.id for e in cached.events]
+        assert fresh.state.run_cost == pytest.approx(cached.state.run_cost)
+        fresh.state.run_cost = cached.state.run_cost
+        assert fresh.state == cached.state
+        if any(isinstance(e, CondensationEvent) for e in fresh.view):
+            checked += 1
+            assert len(fresh.events) < fresh.last_seq  # it read the window, not the log
         run_slice(*dispatched.pop(0))
     conversation.refresh_from_db()
     assert conversation.status == "finished" and checked

@@ -134,6 +134,42 @@ def test_an_external_agents_session_is_not_copied(user, team):
     assert AcpSessionEvent not in kinds and AcpTurnEvent in kinds
 
 
+def test_a_condensations_window_is_renumbered_in_the_fork(user, team):
+    """The fork numbers its copies from 1 and leaves events out: where a condensation says its
+    View starts must follow, or a cold reader of the fork would read the wrong window."""
+    from conversations.events import CondensationEvent, SystemPromptEvent
+    from conversations.view import llm_view
+    from orchestration.step.history import History
+
+    source = make_conversation(user, team, agent="probe", workspace_path="")
+    task = UserMessageEvent(text="the task")
+    turns = [UserMessageEvent(text=f"turn {n}") for n in range(6)]
+    written = store.append(source.pk, [
+        SystemPromptEvent(content="be useful"), AcpSessionEvent(agent="probe", session_id="s"),
+        task, AcpSessionEvent(agent="probe", session_id="s2"), *turns,
+    ])  # fmt: skip
+    seq = {s.event.id: s.seq for s in written}
+    store.append(source.pk, [CondensationEvent(
+        forgotten_ids=[t.id for t in turns[:4]], summary="four turns", offset=2,
+        kept_head_seqs=[1, seq[task.id]], kept_from_seq=seq[turns[4].id],
+    )])  # fmt: skip
+    source.refresh_from_db()
+    from teams.policies import policy_update
+
+    policy_update(by=user, team=team, allowed_agent_kinds=["acp:probe", "native"])
+    fork = conversation_fork(source=source, by=user)
+    log = store.load(fork.pk)
+    condensation = next(s.event for s in log if isinstance(s.event, CondensationEvent))
+    new_seq = {s.event.id: s.seq for s in log}
+    assert condensation.kept_head_seqs == [1, new_seq[task.id]] == [1, 2]
+    assert condensation.kept_from_seq == new_seq[turns[4].id]
+    cold = History.loaded(store.load_window(fork.pk))
+    assert [e.id for e in cold.view] == [e.id for e in llm_view(s.event for s in log)]
+    assert [getattr(e, "text", None) for e in cold.view][1:] == [
+        "the task", None, "turn 4", "turn 5",
+    ]  # fmt: skip
+
+
 def test_quiet_points_wait_for_results_rounds_and_turns():
     call = ActionEvent(tool_call_id="c1", tool="task", arguments="{}")
     child = ChildSpawn(conversation_id="x", name="a", subagent_type="general")
