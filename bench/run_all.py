@@ -35,6 +35,7 @@ BENCHMARKS: dict[str, tuple[list[str], float]] = {
     "webhooks": ([], 600.0),
     "condensation": ([], 900.0),
     "resume": ([], 900.0),
+    "mcp_slices": ([], 600.0),
 }
 
 
@@ -270,6 +271,16 @@ def resume_rows(r: dict[str, Any]) -> list[Row]:
     ]  # fmt: skip
 
 
+def mcp_rows(r: dict[str, Any]) -> list[Row]:
+    if "error" in r:
+        return [("mcp_slices", r["error"], "", False)]
+    kept, fresh = r["kept"], r["started_every_slice"]
+    return [
+        ("MCP step, one per slice: servers kept / started every slice (ms)",
+         f"{kept['median_ms_per_step']:.0f} / {fresh['median_ms_per_step']:.0f}", "", r["ok"]),
+    ]  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Smaller counts, for a smoke run.")
@@ -301,6 +312,7 @@ def main() -> None:
         ("webhooks", webhook_rows),
         ("condensation", condensation_rows),
         ("resume", resume_rows),
+        ("mcp_slices", mcp_rows),
     ):
         if name in results:
             rows.extend(make(results[name]))

@@ -117,6 +117,7 @@ class EmbeddedWorker:
 
     def stop(self) -> None:
         from orchestration.chain.workers import draining, presence_stop
+        from orchestration.mcp.pool import close_all
 
         self._stop.set()
         draining.set()  # running slices hand over at their next step boundary
@@ -125,6 +126,7 @@ class EmbeddedWorker:
         for thread in self._threads:
             thread.join(timeout=10)
         presence_stop()
+        close_all()  # the MCP servers runs left for their next slice
 
 
 @contextmanager

@@ -232,6 +232,9 @@ CANVAS_LEASE_SECONDS = float(os.environ.get("CANVAS_LEASE_SECONDS", "10"))
 CANVAS_SLICE_STEPS = int(os.environ.get("CANVAS_SLICE_STEPS", "5"))
 CANVAS_SLICE_SECONDS = float(os.environ.get("CANVAS_SLICE_SECONDS", "10"))
 CANVAS_SWEEP_SECONDS = float(os.environ.get("CANVAS_SWEEP_SECONDS", "5"))
+# A run's MCP servers stay up between its slices on a worker process for at most this long
+# without a slice (orchestration/mcp/pool.py); 0 starts them for every slice.
+CANVAS_MCP_KEEP_SECONDS = float(os.environ.get("CANVAS_MCP_KEEP_SECONDS", "60"))
 # How often beat fires the automations' cron schedules; a slot fires at most this late, and
 # `missed: skip` still fires one up to max(2 x this, 60 s) late (automations/schedules.py).
 CANVAS_SCHEDULE_SECONDS = float(os.environ.get("CANVAS_SCHEDULE_SECONDS", "30"))

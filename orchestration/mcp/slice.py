@@ -1,13 +1,15 @@
 """The MCP side of one slice of our agent's run: before anything runs, connect to the team's
-enabled servers that serve the conversation's model profile and add their tools to the
-runner's; when the slice ends, however it ends, close every session and kill every server
-process.
+enabled servers that serve the conversation's model profile (or take back the connections the
+run's previous slice left in this process, orchestration.mcp.pool) and add their tools to the
+runner's; when the slice ends, leave them for the next slice if the run goes on, else close
+every session and kill every server process.
 
 A server that cannot be used (a secret it names is missing, its command does not start, it
 does not answer, it cannot list its tools, its URL is refused) is left out with an
 `agent.error` `mcp_unavailable` naming it and the reason, once per run and reason, and the
-run goes on without it. A server's tool the team policy does not allow, or whose name would
-shadow one of ours, is not offered.
+run goes on without it. A server's tool the team policy does not allow, that a sub-agent's
+definition leaves out (AgentConfig.mcp_tools), or whose name would shadow one of ours, is not
+offered.
 """
 
 from __future__ import annotations
@@ -16,12 +18,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from django.conf import settings
+
 from conversations.events import AgentErrorEvent, RunStartedEvent, Status
 from workspaces.factory import workspace_fill
 from workspaces.sandbox import effective_network
 from workspaces.sources import SourceError
 
+from ..chain.workers import draining
 from .launch import LaunchError, ServerLaunch, server_launch
+from .pool import Kept, fingerprint, toolbox_keep, toolbox_take
 from .rules import McpServerConfig
 from .servers import mcp_servers_for_run
 from .tool import mcp_tool
@@ -83,6 +89,12 @@ def _launches(
     return launches, failed
 
 
+def _allowed(runner: SliceRunner, name: str) -> bool:
+    """The policy allows the tool, and so does the agent's own list (a sub-agent's)."""
+    wanted = runner.config.mcp_tools
+    return runner.limits.tool_allowed(name) and (wanted is None or name in wanted)
+
+
 @contextmanager
 def mcp_tools(runner: SliceRunner) -> Iterator[None]:
     """Offer the team's MCP tools to `runner` for the duration of the block."""
@@ -94,25 +106,50 @@ def mcp_tools(runner: SliceRunner) -> Iterator[None]:
         yield
         return
     launches, failed = _launches(runner, configs)
-    toolbox = McpToolbox()
+    launched_as = fingerprint(launches)
+    kept = toolbox_take(runner.conversation_id, launched_as)
+    fresh = kept is None
+    if kept is None:
+        kept = Kept(McpToolbox(), [], launched_as)
+    healthy = False
     try:
-        listed, unreachable = toolbox.open(launches, cancel=runner.cancel) if launches else ([], [])
-        failed += unreachable
-        messages = [_message(failure) for failure in failed]
-        for item in listed:
-            tool = mcp_tool(item, toolbox)
-            if tool is None:
-                messages.append(_BAD_NAME.format(server=item.server, name=item.name))
-            elif tool.name not in runner.tools and runner.limits.tool_allowed(tool.name):
-                runner.tools[tool.name] = tool
-                runner.schemas.append(tool.schema())
-        warnings = [
-            AgentErrorEvent(code=UNAVAILABLE, message=message)
-            for message in messages
-            if not _already_said(runner, message)
-        ]
-        if warnings:
-            runner.append(warnings)
+        if fresh and launches:
+            listed, unreachable = kept.toolbox.open(launches, cancel=runner.cancel)
+            kept.listed, failed = listed, failed + unreachable
+        _offer(runner, kept, failed)
         yield
+        healthy = not failed
     finally:
-        toolbox.close()
+        if healthy and _run_goes_on(runner):
+            toolbox_keep(runner.conversation_id, kept)
+        else:
+            kept.toolbox.close()
+
+
+def _offer(runner: SliceRunner, kept: Kept, failed: list[Unavailable]) -> None:
+    messages = [_message(failure) for failure in failed]
+    for item in kept.listed:
+        tool = mcp_tool(item, kept.toolbox)
+        if tool is None:
+            messages.append(_BAD_NAME.format(server=item.server, name=item.name))
+        elif tool.name not in runner.tools and _allowed(runner, tool.name):
+            runner.tools[tool.name] = tool
+            runner.schemas.append(tool.schema())
+            runner.mcp_tool_names.append(tool.name)
+    warnings = [
+        AgentErrorEvent(code=UNAVAILABLE, message=message)
+        for message in messages
+        if not _already_said(runner, message)
+    ]
+    if warnings:
+        runner.append(warnings)
+
+
+def _run_goes_on(runner: SliceRunner) -> bool:
+    """The slice handed the run over to the next one: keep the servers for it (pool.py)."""
+    return (
+        settings.CANVAS_MCP_KEEP_SECONDS > 0
+        and runner.history.state.status == Status.RUNNING
+        and not runner.cancel.is_set()
+        and not draining.is_set()
+    )

@@ -131,6 +131,10 @@ class McpToolbox:
                 scrub(f"The MCP server {server!r} failed the call: {_reason(exc)}"), is_error=True
             )
 
+    def connected(self, servers: set[str]) -> bool:
+        """Whether every one of `servers` still has its session (a kept toolbox's check)."""
+        return not self._closed and self._thread.is_alive() and servers <= set(self._clients)
+
     def close(self) -> None:
         """End every session (stdio servers' groups killed); safe to call more than once."""
         if self._closed:

@@ -44,7 +44,9 @@ MAX_MODEL_CHARS = 200
 MAX_ITERATIONS = 10_000
 NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 """Fits Conversation.subagent_type (64 characters)."""
-TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+TOOL_NAME = re.compile(r"^(?:[A-Za-z0-9_.-]{1,64}|mcp__[A-Za-z0-9_-]{1,50}__\*)$")
+"""A tool's name, or mcp__SERVER__* for every tool of one of the team's MCP servers."""
+MCP_PREFIX = "mcp__"
 SPAWNING_TOOLS = frozenset({"task", "delegate", "workflow"})
 """Tools that spawn children: a child gets them only while the depth limit allows."""
 FIELDS = frozenset({"name", "description", "tools", "model", "max_iterations"})
@@ -268,6 +270,15 @@ def available_definitions(
             continue
         merged[definition.name] = definition
     return Catalog(tuple(merged.values()), tuple(problems))
+
+
+def mcp_allowed(definition: AgentDefinition, name: str) -> bool:
+    """Whether a child of this definition may have the MCP tool `name` (mcp__SERVER__TOOL):
+    every one when it lists no tools, else those it names, one by one or by server."""
+    if definition.tools is None:
+        return True
+    server = name.removeprefix(MCP_PREFIX).partition("__")[0]  # a server name holds no "__"
+    return name in definition.tools or f"{MCP_PREFIX}{server}__*" in definition.tools
 
 
 def resolve_child(

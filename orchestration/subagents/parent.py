@@ -164,7 +164,7 @@ class ParentSide:
         parent = Parent(
             conversation=Conversation.objects.select_related("team").get(pk=runner.conversation_id),
             config=runner.config, limits=runner.limits, run_children=state.run_children,
-            run_cost=state.run_cost,
+            run_cost=state.run_cost, mcp_tools=tuple(runner.mcp_tool_names),
         )  # fmt: skip
         try:
             stored = spawn_children(

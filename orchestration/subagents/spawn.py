@@ -42,7 +42,7 @@ from ..step.profiles import UnknownProfileError, profile_get
 from ..titles import default_title
 from ..tools.base import tool_schema
 from ..tools.registry import tools_for
-from .definitions import AgentDefinition, Catalog, resolve_child
+from .definitions import AgentDefinition, Catalog, mcp_allowed, resolve_child
 from .settle import GOING
 
 CHILD_PREAMBLE = """
@@ -87,6 +87,8 @@ class Parent:
     limits: RunLimits
     run_children: int
     run_cost: float
+    mcp_tools: tuple[str, ...] = ()
+    """The MCP tools its runner has in this slice (orchestration.mcp.slice)."""
 
 
 def _check_limits(parent: Parent, count: int) -> None:
@@ -183,6 +185,7 @@ def child_config(parent: Parent, definition: AgentDefinition, share: float | Non
         system_prompt=_system_prompt(config, definition),
         confirmation_mode=parent.limits.confirmation_mode,
         risk_threshold=parent.limits.risk_threshold, max_cost_usd=share, depth=config.depth + 1,
+        mcp_tools=tuple(name for name in parent.mcp_tools if mcp_allowed(definition, name)),
     )  # fmt: skip
 
 

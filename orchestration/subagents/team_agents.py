@@ -32,6 +32,7 @@ from .definitions import (
     MAX_FILE_BYTES,
     MAX_ITERATIONS,
     MAX_MODEL_CHARS,
+    MCP_PREFIX,
     NAME,
     TOOL_NAME,
     AgentDefinition,
@@ -86,7 +87,7 @@ def _clean_tools(value: Any) -> list[str] | None:
     for index, tool in enumerate(value, start=1):
         if not isinstance(tool, str) or not TOOL_NAME.fullmatch(tool):
             raise InvalidInput(f"tools entry {index} is not a tool name.")
-        if get_tool(tool) is None:
+        if not tool.startswith(MCP_PREFIX) and get_tool(tool) is None:
             raise InvalidInput(f"tools entry {index}: there is no tool named {tool!r}.")
     return list(dict.fromkeys(value))
 

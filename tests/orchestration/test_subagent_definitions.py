@@ -67,6 +67,19 @@ def test_optional_fields_default_to_the_parents_and_tools_may_be_a_string():
     )  # fmt: skip
 
 
+def test_mcp_tools_are_named_one_by_one_or_by_server():
+    parsed = parse_definition(
+        "---\nname: a\ndescription: x\ntools: [think, mcp__git__log, 'mcp__files__*']\n---\n"
+    )
+    assert parsed.tools == ("think", "mcp__git__log", "mcp__files__*")
+    allowed = {n for n in ("mcp__git__log", "mcp__git__push", "mcp__files__read",
+                           "mcp__filesx__read") if d.mcp_allowed(parsed, n)}  # fmt: skip
+    assert allowed == {"mcp__git__log", "mcp__files__read"}
+    assert d.mcp_allowed(parse_definition("---\nname: b\ndescription: x\n---\n"), "mcp__a__b")
+    with pytest.raises(DefinitionError, match="entry 1 is not a tool"):
+        parse_definition("---\nname: a\ndescription: x\ntools: ['mcp__*']\n---\n")
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [
@@ -82,6 +95,7 @@ def test_optional_fields_default_to_the_parents_and_tools_may_be_a_string():
         ("---\nname: 12\ndescription: x\n---\n", "'name' must be text, not int"),
         ("---\nname: a\ndescription: x\ntools: {a: 1}\n---\n", "'tools' must be a list"),
         ("---\nname: a\ndescription: x\ntools: [ok, 'rm -rf']\n---\n", "entry 2 is not a tool"),
+        ("---\nname: a\ndescription: x\ntools: ['mcp__a__b*']\n---\n", "entry 1 is not a tool"),
         ("---\nname: a\ndescription: x\nmax_iterations: 0\n---\n", "from 1 to 10000"),
         ("---\nname: a\ndescription: x\nmax_iterations: true\n---\n", "whole number"),
         ("---\nname: a\ndescription: x\ncolor: red\n---\n", "unknown fields 'color'"),

@@ -1,7 +1,8 @@
 """An MCP stdio server for the tests, written with the `mcp` package (MCPServer, FastMCP's
 name in mcp 2): `echo` repeats its text, `env_value` answers one of its environment
 variables and `header_value` one of the HTTP request's headers (to show a secret reached it),
-`fail` answers an error result. `--http PORT` serves Streamable HTTP instead of stdio. Extra
+`fail` answers an error result, `count` how many times it was called since the server
+started (to show a server kept between slices). `--http PORT` serves Streamable HTTP instead of stdio. Extra
 arguments on its command line are ignored: tests put a marker there to find its processes."""
 
 from __future__ import annotations
@@ -25,6 +26,17 @@ def echo(text: str) -> str:
 def env_value(name: str) -> str:
     """The value of the environment variable `name`, or "(unset)"."""
     return os.environ.get(name, "(unset)")
+
+
+_calls = 0
+
+
+@server.tool()
+def count() -> str:
+    """How many times this was called since the server started."""
+    global _calls
+    _calls += 1
+    return f"call {_calls}"
 
 
 @server.tool()

@@ -7,6 +7,7 @@ server and redacted in the log, and the model-profile filter."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from django.template.loader import render_to_string
@@ -15,7 +16,9 @@ from canvas.event_rows import event_row
 from conversations import store
 from conversations.events import ActionEvent, AgentErrorEvent, ObservationEvent
 from orchestration import services
+from orchestration.chain.slices import run_slice
 from orchestration.control import approvals
+from orchestration.mcp import pool
 from orchestration.mcp.servers import mcp_server_create
 from teams.secrets import secret_create
 from tests.conftest import wait_for
@@ -33,6 +36,7 @@ FINISH = {"tool": "finish", "args": {"message": "done"}}
 def visible_venv(settings):
     settings.CANVAS_SANDBOX_READONLY_PATHS = READONLY
     yield
+    pool.close_all()  # what a failed test left for a next slice (the tests check it is none)
     wait_for(lambda: not server_pids(), 10, message=f"servers left: {server_pids()}")
 
 
@@ -135,3 +139,96 @@ def test_servers_serve_only_their_model_profiles_and_only_when_enabled(user, tea
     assert "Unknown tool 'mcp__other__echo'" in by_tool["mcp__other__echo"].content
     assert "Unknown tool 'mcp__off__echo'" in by_tool["mcp__off__echo"].content
     assert not [e for e in events(conversation) if isinstance(e, AgentErrorEvent)]
+
+
+@pytest.mark.parametrize(
+    ("tools", "echo", "fail"),
+    [
+        (None, True, True),  # no list: every MCP tool the parent has
+        (["think", "finish"], False, False),  # a list without MCP tools: none of them
+        (["finish", "mcp__files__echo"], True, False),  # one by name
+        (["finish", "mcp__files__*"], True, True),  # a whole server
+    ],
+)
+def test_a_sub_agents_definition_narrows_the_mcp_tools_it_gets(user, team, dispatched, tools,
+                                                              echo, fail):  # fmt: skip
+    from conversations.models import Conversation
+    from orchestration.subagents.team_agents import team_agent_create
+
+    mcp_server_create(by=user, team=team, name="files", **server_fields())
+    team_agent_create(by=user, team=team, name="helper", description="Helps.", tools=tools)
+    child = script(call("mcp__files__echo", text="hi"), call("mcp__files__fail", reason="no"),
+                   FINISH)  # fmt: skip
+    parent = run(
+        user, {"tool": "task", "args": {"subagent_type": "helper", "prompt": child}}, FINISH,
+        dispatched=dispatched,
+    )  # fmt: skip
+    assert status(parent) == "finished"
+    spawned = Conversation.objects.get(parent_id=parent)
+    assert spawned.status == "finished"
+    by_tool = results(str(spawned.pk))
+    for tool, offered in (("mcp__files__echo", echo), ("mcp__files__fail", fail)):
+        unknown = f"Unknown tool {tool!r}" in by_tool[tool].content
+        assert unknown is not offered, by_tool[tool].content
+
+
+def counts(conversation_id: str) -> list[str]:
+    return [e.content for e in events(conversation_id)
+            if isinstance(e, ObservationEvent) and e.tool == "mcp__files__count"]  # fmt: skip
+
+
+def test_the_servers_stay_up_between_the_slices_of_a_run(user, team, dispatched, settings):
+    """One step per slice: each call is in a slice of its own, and the server keeps its state
+    (its count) across them; when the run ends, it is stopped."""
+    settings.CANVAS_SLICE_STEPS = 1
+    mcp_server_create(by=user, team=team, name="files", **server_fields())
+    conversation = services.conversation_create(
+        owner=user, model="scripted", prompt=script(call("mcp__files__count"),
+                                                    call("mcp__files__count"),
+                                                    call("mcp__files__count"), FINISH),
+    )  # fmt: skip
+    slices, pids = 0, set()
+    while dispatched:
+        run_slice(*dispatched.pop(0))
+        slices += 1
+        if status(str(conversation.pk)) == "running":
+            assert pool.kept_count() == 1
+            pids = pids or set(server_pids())
+            assert set(server_pids()) == pids  # the same processes (the sandbox's and its own)
+    assert slices >= 4 and status(str(conversation.pk)) == "finished"
+    assert counts(str(conversation.pk)) == ["call 1", "call 2", "call 3"]
+    assert pool.kept_count() == 0
+
+
+def test_without_keeping_every_slice_starts_the_servers_again(user, team, dispatched, settings):
+    settings.CANVAS_SLICE_STEPS = 1
+    settings.CANVAS_MCP_KEEP_SECONDS = 0
+    mcp_server_create(by=user, team=team, name="files", **server_fields())
+    conversation = run(user, call("mcp__files__count"), call("mcp__files__count"), FINISH,
+                       dispatched=dispatched)  # fmt: skip
+    assert counts(conversation) == ["call 1", "call 1"]
+
+
+def test_a_kept_server_is_stopped_when_its_run_does_not_come_back(user, team, dispatched,
+                                                                  settings):  # fmt: skip
+    """The run's next slice never comes to this process: after CANVAS_MCP_KEEP_SECONDS the
+    server is stopped; and a changed launch (here a new secret value) starts it again."""
+    settings.CANVAS_SLICE_STEPS = 1
+    secret_create(by=user, team=team, name="TOKEN", value="first-value-0123456789")
+    mcp_server_create(by=user, team=team, name="files",
+                      **server_fields(env={"TOKEN": {"secret": "TOKEN"}}))  # fmt: skip
+    conversation = services.conversation_create(
+        owner=user, model="scripted",
+        prompt=script(call("mcp__files__count"), call("mcp__files__count"),
+                      call("mcp__files__count"), FINISH),
+    )  # fmt: skip
+    run_slice(*dispatched.pop(0))
+    assert pool.kept_count() == 1 and server_pids()
+    assert pool.close_expired(now=time.monotonic() + settings.CANVAS_MCP_KEEP_SECONDS) == 1
+    wait_for(lambda: not server_pids(), 10, message="the kept server to stop")
+    run_slice(*dispatched.pop(0))  # started again: its count starts again
+    from teams.secrets import secret_update
+
+    secret_update(by=user, team=team, name="TOKEN", value="second-value-0123456789")
+    drive(dispatched)  # the new value: not the kept server
+    assert counts(str(conversation.pk)) == ["call 1", "call 1", "call 1"]

@@ -49,7 +49,7 @@ def launch(tmp_path: Path, name: str = "files", secrets=None, **fields):
 def test_tools_are_listed_and_called(toolbox, tmp_path) -> None:
     tools, failed = toolbox.open([launch(tmp_path)])
     assert failed == []
-    assert sorted(t.name for t in tools) == ["echo", "env_value", "fail", "header_value"]
+    assert sorted(t.name for t in tools) == ["count", "echo", "env_value", "fail", "header_value"]
     echo = mcp_tool(next(t for t in tools if t.name == "echo"), toolbox)
     assert echo is not None and echo.name == "mcp__files__echo"
     schema = echo.schema()["function"]["parameters"]
