@@ -117,7 +117,8 @@ def clean_workspace(value: Any) -> dict[str, Any]:
 
 
 def clean_budget(value: Any) -> Decimal | None:
-    if value is None:
+    """Dollars per run; None or "" (how an edit removes one): no budget of its own."""
+    if value is None or value == "":
         return None
     try:
         amount = Decimal(str(value))

@@ -86,7 +86,7 @@ class AutomationForm(forms.Form):
     )  # fmt: skip
     max_cost_usd = forms.DecimalField(
         required=False, label="Budget per run (USD)",
-        help_text="Empty: the policy's limit only (on an edit: the budget it has stays).",
+        help_text="Empty: the policy's limit only.",
         widget=forms.NumberInput(attrs={"placeholder": "the policy's", "step": "any"}),
     )  # fmt: skip
     allowed_secrets = _AnyOf(

@@ -49,9 +49,13 @@ def _edit_form(automation: Automation, menus: Menus) -> AutomationForm:
     )  # fmt: skip
 
 
-def _service_fields(data: dict[str, Any]) -> dict[str, Any]:
-    """The form's values the service takes (a blank budget is None: left as it is)."""
-    return {key: value for key, value in data.items() if key in FIELDS}
+def _service_fields(data: dict[str, Any], *, edit: bool = False) -> dict[str, Any]:
+    """The form's values the service takes. An edit form starts with the budget filled in,
+    so a blank one there was emptied: "" removes it (None would keep it)."""
+    fields = {key: value for key, value in data.items() if key in FIELDS}
+    if edit and fields.get("max_cost_usd") is None:
+        fields["max_cost_usd"] = ""
+    return fields
 
 
 def _context(
@@ -127,8 +131,8 @@ def automation_edit(request: HttpRequest, team_id: int, automation_id: int) -> H
         services.automation_update, by=request.user, team=team, automation_id=automation_id
     )
     return PAGE.submit(
-        request, team, "automations", form, lambda **data: update(**_service_fields(data)),
-        edited=(automation_id, form),
+        request, team, "automations", form,
+        lambda **data: update(**_service_fields(data, edit=True)), edited=(automation_id, form),
     )  # fmt: skip
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
@@ -68,7 +68,9 @@ class AutomationFields(Schema):
         default=None, description='While the previous run goes: "skip", "queue" or "cancel".'
     )
     enabled: bool | None = None
-    max_cost_usd: Money | None = Field(default=None, description="Budget per run, USD.")
+    max_cost_usd: Money | Literal[""] | None = Field(
+        default=None, description='Budget per run, USD; "" removes it (the policy\'s limit only).'
+    )
     allowed_secrets: list[Text(64)] | None = Field(
         default=None, max_length=MAX_SECRETS,
         description="Team secrets a run may use by name; empty (the default): none.",

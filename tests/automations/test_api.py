@@ -69,6 +69,17 @@ def test_a_created_automation_receives_signed_deliveries(created, dispatched):
     assert response.status_code == 202, response.content
 
 
+def test_a_budget_is_kept_by_null_and_removed_by_an_empty_string(created, api, team):
+    automation_id = created.json()["id"]
+    call(api, "patch", url(team, automation_id), {"max_cost_usd": 2.5})
+    status, kept = call(api, "patch", url(team, automation_id), {"max_cost_usd": None})
+    assert status == 200 and kept["max_cost_usd"] == 2.5
+    status, removed = call(api, "patch", url(team, automation_id), {"max_cost_usd": ""})
+    assert status == 200 and removed["max_cost_usd"] is None
+    status, refused = call(api, "patch", url(team, automation_id), {"max_cost_usd": "lots"})
+    assert status == 400 and Automation.objects.get().max_cost_usd is None
+
+
 def test_list_get_update_runs_and_delete(created, api, team, dispatched):
     automation_id = created.json()["id"]
     secret = created.json()["webhook_secret"]

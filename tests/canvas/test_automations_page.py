@@ -182,6 +182,18 @@ def test_edit_changes_the_fields_and_a_refusal_keeps_the_form_open(browser, user
     assert automation.cron == "30 4 * * 1-5"
 
 
+def test_an_edit_that_empties_the_budget_removes_it(browser, user, team):
+    automation, _ = _made(user, team, max_cost_usd="2")
+    edit = _fields(name="nightly", trigger="schedule", cron="0 3 * * *", max_cost_usd="")
+    response = browser.post(_url("team-automation-edit", team, automation.pk), edit, **HX)
+    assert response.status_code == 200, response.content.decode()
+    automation.refresh_from_db()
+    assert automation.max_cost_usd is None
+    create = _fields(name="other", max_cost_usd="")  # a new one: no budget either
+    assert browser.post(_url("team-automation-create", team), create, **HX).status_code == 200
+    assert Automation.objects.get(name="other").max_cost_usd is None
+
+
 def test_enable_disable_delete_and_rotate(browser, user, team):
     automation, old_secret = _made(user, team)
     url = _url("team-automation-enable", team, automation.pk)
