@@ -13,14 +13,15 @@ quoted in an error (someone may have pasted a key where a reference belongs).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from common.errors import Conflict, Forbidden, InvalidInput, NotFound
+from common.errors import Conflict, InvalidInput, NotFound
 from teams.audit import audit_record
 from teams.models import AcpAgentProfile, Secret, Team
-from teams.permissions import Action, role_allows, team_role
+from teams.permissions import require_admin
 
 from .profiles import (
     DEFAULT_IDLE_TIMEOUT_SECONDS,
@@ -50,9 +51,7 @@ FIELDS = (
 """What an update may change; the name stays (conversations record it as their agent)."""
 
 
-def _require_admin(by, team: Team) -> None:
-    if not role_allows(team_role(by, team.pk), Action.ADMINISTER):
-        raise Forbidden("only team admins and owners can manage ACP agent profiles.")
+_require_admin = partial(require_admin, what="manage ACP agent profiles")
 
 
 def _check_secrets_exist(team: Team, cleaned: dict[str, Any]) -> None:

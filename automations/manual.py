@@ -11,15 +11,16 @@ automations.runs like any other, concurrency rule included.
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Any
 
 from django.db import transaction
 
-from common.errors import Conflict, Forbidden, InvalidInput, NotFound
+from common.errors import Conflict, InvalidInput, NotFound
 from conversations.redaction import redactor_for_team
 from teams.audit import audit_record
 from teams.models import Team
-from teams.permissions import Action, role_allows, team_role
+from teams.permissions import require_admin
 
 from .models import Automation, AutomationRun
 from .runs import RunOutcome, run_start
@@ -30,9 +31,7 @@ from .webhooks import payload_problem
 MAX_PAYLOAD_KEYS = 1000
 
 
-def _require_admin(by, team: Team) -> None:
-    if not role_allows(team_role(by, team.pk), Action.ADMINISTER):
-        raise Forbidden("only team admins and owners can run automations by hand.")
+_require_admin = partial(require_admin, what="run automations by hand")
 
 
 def _automation(team: Team, automation_id: int) -> Automation:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -24,11 +25,11 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from common import secret_values
-from common.errors import Conflict, Forbidden, InvalidInput, NotFound
+from common.errors import Conflict, InvalidInput, NotFound
 from teams import crypto
 from teams.audit import audit_record
 from teams.models import Team
-from teams.permissions import Action, role_allows, team_role
+from teams.permissions import acting_user, require_admin
 
 from . import fields as f
 from .models import Automation
@@ -49,13 +50,7 @@ class WithSecret:
     secret: str
 
 
-def _require_admin(by, team: Team) -> None:
-    if not role_allows(team_role(by, team.pk), Action.ADMINISTER):
-        raise Forbidden("only team admins and owners can manage automations.")
-
-
-def _user(by):
-    return by if getattr(by, "is_authenticated", False) else None
+_require_admin = partial(require_admin, what="manage automations")
 
 
 def _new_secret() -> str:
@@ -104,8 +99,8 @@ def automation_create(*, by, team: Team, **given: Any) -> WithSecret:
     values["timezone"] = values.get("timezone") or "UTC"
     secret = _new_secret()
     automation = Automation(
-        team=team, webhook_secret=crypto.encrypt(secret), created_by=_user(by),
-        updated_by=_user(by), **values,
+        team=team, webhook_secret=crypto.encrypt(secret), created_by=acting_user(by),
+        updated_by=acting_user(by), **values,
     )  # fmt: skip
     _check_whole(automation)
     with transaction.atomic():
@@ -137,7 +132,7 @@ def automation_update(*, by, team: Team, automation_id: int, **given: Any) -> Au
             setattr(automation, key, value)
         if any(before[key] != getattr(automation, key) for key in RESTARTS_SCHEDULE):
             automation.last_slot_at = timezone.now()
-        automation.updated_by = _user(by)
+        automation.updated_by = acting_user(by)
         _check_whole(automation)
         _save(automation)
         audit_record(
@@ -164,7 +159,7 @@ def automation_rotate_secret(*, by, team: Team, automation_id: int) -> WithSecre
     with transaction.atomic():
         automation = _locked(team, automation_id)
         automation.webhook_secret = crypto.encrypt(secret)
-        automation.updated_by = _user(by)
+        automation.updated_by = acting_user(by)
         automation.save(update_fields=["webhook_secret", "updated_by", "updated_at"])
         audit_record(actor=by, kind="automation.secret_rotated", team=team, target=automation.name)
     return WithSecret(automation, secret)

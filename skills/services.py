@@ -5,14 +5,15 @@ was written."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from common.errors import Conflict, Forbidden, InvalidInput, NotFound
+from common.errors import Conflict, InvalidInput, NotFound
 from teams.audit import audit_record
 from teams.models import Team
-from teams.permissions import Action, role_allows, team_role
+from teams.permissions import acting_user, require_admin
 
 from . import catalog
 from .models import TeamSkill
@@ -21,9 +22,7 @@ FIELDS = ("description", "triggers", "body")
 """What an update may change; the name stays (agents may have loaded it by name)."""
 
 
-def _require_admin(by, team: Team) -> None:
-    if not role_allows(team_role(by, team.pk), Action.ADMINISTER):
-        raise Forbidden("only team admins and owners can manage skills.")
+_require_admin = partial(require_admin, what="manage skills")
 
 
 def _cleaned(**given: Any) -> dict[str, Any]:
@@ -38,10 +37,6 @@ def _cleaned(**given: Any) -> dict[str, Any]:
 def _describe(skill: TeamSkill) -> dict[str, Any]:
     return {"name": skill.name, "description": skill.description, "triggers": skill.triggers,
             "body_chars": len(skill.body)}  # fmt: skip
-
-
-def _user(by):
-    return by if getattr(by, "is_authenticated", False) else None
 
 
 def skill_list(*, team: Team) -> list[TeamSkill]:
@@ -63,7 +58,7 @@ def skill_create(*, by, team: Team, name: str, description: str, body: str,
     except catalog.SkillError as exc:
         raise InvalidInput(str(exc)) from None
     values = _cleaned(description=description, body=body, triggers=triggers or [])
-    skill = TeamSkill(team=team, name=name, updated_by=_user(by), **values)
+    skill = TeamSkill(team=team, name=name, updated_by=acting_user(by), **values)
     try:
         with transaction.atomic():
             skill.save()
@@ -88,7 +83,7 @@ def skill_update(*, by, team: Team, name: str, **given: Any) -> TeamSkill:
         before = _describe(skill)
         for key, value in values.items():
             setattr(skill, key, value)
-        skill.updated_by = _user(by)
+        skill.updated_by = acting_user(by)
         skill.save()
         audit_record(actor=by, kind="skill.updated", team=team, target=name,
                      data={"before": before, "after": _describe(skill)})  # fmt: skip

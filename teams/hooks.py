@@ -10,16 +10,17 @@ a timeout from 1 to 300 seconds.
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
-from common.errors import Conflict, Forbidden, InvalidInput, NotFound
+from common.errors import Conflict, InvalidInput, NotFound
 
 from .audit import audit_record
 from .models import HOOK_TIMEOUT_MAX, HOOK_TIMEOUT_MIN, Hook, Team
-from .permissions import Action, role_allows, team_role
+from .permissions import require_admin
 from .vocabulary import HOOK_EVENTS
 
 HOOK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -30,9 +31,7 @@ FIELDS = ("name", "event", "matcher", "command", "timeout_seconds", "fail_closed
           "position")  # fmt: skip
 
 
-def _require_admin(by, team: Team) -> None:
-    if not role_allows(team_role(by, team.pk), Action.ADMINISTER):
-        raise Forbidden("only team admins and owners can manage hooks.")
+_require_admin = partial(require_admin, what="manage hooks")
 
 
 def _flag(value: Any, field: str) -> bool:

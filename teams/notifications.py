@@ -11,18 +11,19 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from urllib.parse import urlsplit
 
 from django.db import transaction
 
 from common import secret_values
-from common.errors import Forbidden, InvalidInput, NotFound
+from common.errors import InvalidInput, NotFound
 
 from . import crypto
 from .audit import audit_record
 from .models import Team, TeamNotification
 from .outbound import outbound_url_check
-from .permissions import Action, role_allows, team_role
+from .permissions import acting_user, require_admin
 
 MAX_URL_CHARS = 500
 SECRET_PREFIX = "whsec_"
@@ -47,13 +48,7 @@ class WebhookTarget:
     secret: str
 
 
-def _require_admin(by, team: Team) -> None:
-    if not role_allows(team_role(by, team.pk), Action.ADMINISTER):
-        raise Forbidden("only team admins and owners can manage notifications.")
-
-
-def _user(by):
-    return by if getattr(by, "is_authenticated", False) else None
+_require_admin = partial(require_admin, what="manage notifications")
 
 
 def url_host(url: str) -> str:
@@ -98,7 +93,7 @@ def notification_set(
         row.webhook_url = url
         if secret is not None:
             row.webhook_secret = crypto.encrypt(secret)
-        row.updated_by = _user(by)
+        row.updated_by = acting_user(by)
         row.save()
         audit_record(
             actor=by, kind="notification.set", team=team, target=url_host(url),

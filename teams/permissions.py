@@ -11,6 +11,8 @@ from enum import StrEnum
 
 from django.db.models import QuerySet
 
+from common.errors import Forbidden
+
 from .models import Membership, Role, Team
 
 
@@ -46,6 +48,17 @@ def team_role(user, team_id: int) -> str | None:
     return (
         Membership.objects.filter(user=user, team_id=team_id).values_list("role", flat=True).first()
     )
+
+
+def require_admin(by, team: Team, *, what: str) -> None:
+    """Forbidden unless `by` administers `team`; `what` is what they tried ("manage hooks")."""
+    if not role_allows(team_role(by, team.pk), Action.ADMINISTER):
+        raise Forbidden(f"only team admins and owners can {what}.")
+
+
+def acting_user(by):
+    """The person a service records as acting (created_by, audit), None for anonymous callers."""
+    return by if getattr(by, "is_authenticated", False) else None
 
 
 def team_roles(user, team_ids) -> dict[int, str | None]:

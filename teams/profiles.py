@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import math
 import re
+from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
 from common import netguard
-from common.errors import Conflict, Forbidden, InvalidInput, NotFound
+from common.errors import Conflict, InvalidInput, NotFound
 
 from .audit import audit_record
 from .models import ModelProfile, Secret, Team
 from .outbound import outbound_url_check
-from .permissions import Action, role_allows, team_role
+from .permissions import require_admin
 
 PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,99}$")
 FIELDS = ("model", "api_base", "api_key_secret", "max_input_tokens", "temperature")
@@ -37,9 +38,7 @@ def effective_api_base(model: str, api_base: str | None) -> str | None:
     return api_base or LOCAL_DEFAULT_BASES.get(model.split("/", 1)[0].lower())
 
 
-def _require_admin(by, team: Team) -> None:
-    if not role_allows(team_role(by, team.pk), Action.ADMINISTER):
-        raise Forbidden("only team admins and owners can manage model profiles.")
+_require_admin = partial(require_admin, what="manage model profiles")
 
 
 def _clean_name(name: Any) -> str:

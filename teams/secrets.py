@@ -21,6 +21,7 @@ from common.errors import Conflict, InvalidInput, NotFound
 from . import crypto
 from .audit import audit_record
 from .models import Secret, Team
+from .permissions import acting_user
 
 NAME_PATTERN = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
 MAX_VALUE_BYTES = 64 * 1024
@@ -70,10 +71,6 @@ def _bump(team: Team) -> None:
     Team.objects.filter(pk=team.pk).update(secrets_version=F("secrets_version") + 1)
 
 
-def _user(by):
-    return by if getattr(by, "is_authenticated", False) else None
-
-
 def secret_create(*, by, team: Team, name: str, value: str, description: str = "") -> Secret:
     validate_name(name)
     validate_value(value)
@@ -84,7 +81,7 @@ def secret_create(*, by, team: Team, name: str, value: str, description: str = "
             with transaction.atomic():
                 secret = Secret.objects.create(
                     team=team, name=name, description=description,
-                    ciphertext=crypto.encrypt(value), updated_by=_user(by),
+                    ciphertext=crypto.encrypt(value), updated_by=acting_user(by),
                 )  # fmt: skip
         except IntegrityError:
             raise Conflict(f"the team already has a secret named {name}.") from None
@@ -117,7 +114,7 @@ def secret_update(
         if description is not None and description != secret.description:
             secret.description = description
             changed.append("description")
-        secret.updated_by = _user(by)
+        secret.updated_by = acting_user(by)
         secret.save()
         _bump(team)
         audit_record(

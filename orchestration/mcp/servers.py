@@ -11,15 +11,16 @@ are never read here; the audit log and every error hold names only.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from common.errors import Conflict, Forbidden, InvalidInput, NotFound
+from common.errors import Conflict, InvalidInput, NotFound
 from teams.audit import audit_record
 from teams.models import McpServer, Secret, Team
 from teams.outbound import outbound_url_check
-from teams.permissions import Action, role_allows, team_role
+from teams.permissions import require_admin
 
 from .rules import McpServerConfig, McpValueError, clean_name, clean_server, config_from_row
 
@@ -27,9 +28,7 @@ FIELDS = ("transport", "command", "args", "url", "env", "headers", "model_profil
 """What a write sets; the name stays (its tools are named after it in conversations' logs)."""
 
 
-def _require_admin(by, team: Team) -> None:
-    if not role_allows(team_role(by, team.pk), Action.ADMINISTER):
-        raise Forbidden("only team admins and owners can manage MCP servers.")
+_require_admin = partial(require_admin, what="manage MCP servers")
 
 
 def _check_secrets_exist(team: Team, cleaned: dict[str, Any]) -> None:

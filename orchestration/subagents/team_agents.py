@@ -15,14 +15,15 @@ Every member may read a team's definitions; only admins and owners change them, 
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from common.errors import Conflict, Forbidden, InvalidInput, NotFound
+from common.errors import Conflict, InvalidInput, NotFound
 from teams.audit import audit_record
 from teams.models import Team, TeamAgent
-from teams.permissions import Action, role_allows, team_role
+from teams.permissions import require_admin
 
 from ..step.profiles import UnknownProfileError, profile_get
 from ..tools.registry import get_tool
@@ -45,9 +46,7 @@ MAX_INSTRUCTIONS_BYTES = MAX_FILE_BYTES
 MAX_TOOLS = 100
 
 
-def _require_admin(by, team: Team) -> None:
-    if not role_allows(team_role(by, team.pk), Action.ADMINISTER):
-        raise Forbidden("only team admins and owners can manage agent definitions.")
+_require_admin = partial(require_admin, what="manage agent definitions")
 
 
 def _no_nul(key: str, value: str) -> str:
