@@ -20,8 +20,9 @@ from django.db import IntegrityError, transaction
 
 from common.errors import Conflict, InvalidInput, NotFound
 from teams.audit import audit_record
-from teams.models import AcpAgentProfile, Secret, Team
+from teams.models import AcpAgentProfile, Team
 from teams.permissions import require_admin
+from teams.secrets import secrets_required
 
 from .profiles import (
     DEFAULT_IDLE_TIMEOUT_SECONDS,
@@ -61,12 +62,7 @@ def _check_secrets_exist(team: Team, cleaned: dict[str, Any]) -> None:
             wanted.setdefault(value["secret"], f"env {key}")
     for name in cleaned.get("allowed_secrets", ()):
         wanted.setdefault(name, "allowed_secrets")
-    if not wanted:
-        return
-    have = set(Secret.objects.filter(team=team, name__in=wanted).values_list("name", flat=True))
-    for name, where in wanted.items():
-        if name not in have:
-            raise InvalidInput(f"{where}: the team has no secret named {name!r}.")
+    secrets_required(team, wanted)
 
 
 def _clean(team: Team, fields: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ asks teams.services.team_get_for for Action.ADMINISTER; the admin site its model
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -149,6 +150,17 @@ def secret_list(team: Team) -> list[SecretInfo]:
         )
         for s in rows
     ]
+
+
+def secrets_required(team: Team, wanted: Mapping[str, str]) -> None:
+    """InvalidInput naming the first of `wanted` (secret name -> where a config names it, as
+    "env TOKEN") the team has no secret by, so a config never refers to nothing when saved."""
+    if not wanted:
+        return
+    have = set(Secret.objects.filter(team=team, name__in=wanted).values_list("name", flat=True))
+    for name, where in wanted.items():
+        if name not in have:
+            raise InvalidInput(f"{where}: the team has no secret named {name!r}.")
 
 
 def secret_values_for_team(team_id: int) -> dict[str, str]:

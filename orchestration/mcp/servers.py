@@ -18,9 +18,10 @@ from django.db import IntegrityError, transaction
 
 from common.errors import Conflict, InvalidInput, NotFound
 from teams.audit import audit_record
-from teams.models import McpServer, Secret, Team
+from teams.models import McpServer, Team
 from teams.outbound import outbound_url_check
 from teams.permissions import require_admin
+from teams.secrets import secrets_required
 
 from .rules import McpServerConfig, McpValueError, clean_name, clean_server, config_from_row
 
@@ -37,12 +38,7 @@ def _check_secrets_exist(team: Team, cleaned: dict[str, Any]) -> None:
         for key, value in cleaned[what].items():
             if isinstance(value, dict):
                 wanted.setdefault(value["secret"], f"{what} {key}")
-    if not wanted:
-        return
-    have = set(Secret.objects.filter(team=team, name__in=wanted).values_list("name", flat=True))
-    for name, where in wanted.items():
-        if name not in have:
-            raise InvalidInput(f"{where}: the team has no secret named {name!r}.")
+    secrets_required(team, wanted)
 
 
 def _clean(team: Team, fields: dict[str, Any]) -> dict[str, Any]:
