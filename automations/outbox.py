@@ -86,10 +86,13 @@ def _overdue(now: datetime) -> int:
         status=RunStatus.STARTED, overdue_alerted_at__isnull=True, started_at__isnull=False
     ).values_list("pk", "started_at", "automation__deadline_minutes", "automation__team_id")
     sent = 0
+    configured: dict[int, bool] = {}  # one lookup per team, however many of its runs are late
     for run_id, started_at, minutes, team_id in going.order_by("started_at")[:BATCH]:
         if started_at + timedelta(minutes=minutes) > now:
             continue
-        if not notification_configured(team_id):
+        if team_id not in configured:
+            configured[team_id] = notification_configured(team_id)
+        if not configured[team_id]:
             AutomationRun.objects.filter(pk=run_id).update(overdue_alerted_at=now)
             continue
         sent += _claim_and_send(run_id, Notice.OVERDUE, now)
