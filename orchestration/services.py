@@ -22,7 +22,7 @@ from conversations.redaction import redactor_for_team
 from teams.audit import audit_record
 from teams.models import Team
 from teams.permissions import Action, role_allows, team_role
-from teams.policies import policy_for_team, tighten
+from teams.policies import EffectivePolicy, policy_for_team, tighten
 from teams.services import team_ensure_personal, team_get_for
 from workspaces.factory import kind_unavailable
 from workspaces.paths import WorkspaceNameError, workspace_in_area
@@ -123,7 +123,9 @@ def _team_for(owner: AbstractBaseUser | None, team: Team | int | str | None) -> 
     return chosen
 
 
-def _agent_config(*, team: Team, model: str, requested: dict[str, Any]) -> AgentConfig:
+def _agent_config(
+    *, team: Team, policy: EffectivePolicy, model: str, requested: dict[str, Any]
+) -> AgentConfig:
     """The agent's configuration under the team's effective policy: a request may tighten it
     (InvalidInput, with the reason, when it would loosen it); the default tool set is quietly
     narrowed to the tools the policy allows."""
@@ -131,7 +133,6 @@ def _agent_config(*, team: Team, model: str, requested: dict[str, Any]) -> Agent
         profile_get(model, team.pk)
     except UnknownProfileError as exc:
         raise InvalidInput(str(exc)) from exc
-    policy = policy_for_team(team.pk)
     if not policy.agent_kind_allowed(NATIVE_AGENT):
         raise InvalidInput(f"team {team.name!r} does not allow native agents by policy.")
     resolved = tighten(policy, {k: v for k, v in requested.items() if v is not None})
@@ -161,7 +162,7 @@ def _names(secret_names: list[str] | None) -> list[str] | None:
     return None if secret_names is None else sorted(set(secret_names))
 
 
-def _external_agent(name: str, *, team: Team) -> str:
+def _external_agent(name: str, *, team: Team, policy: EffectivePolicy) -> str:
     """The ACP profile `name` as the team may use it: InvalidInput when the team has no such
     profile (naming those it has) or its policy does not allow `acp:NAME`."""
     from acp_bridge.profiles import UnknownAcpProfileError, acp_profile_get
@@ -170,7 +171,7 @@ def _external_agent(name: str, *, team: Team) -> str:
         profile = acp_profile_get(name, team.pk)
     except UnknownAcpProfileError as exc:
         raise InvalidInput(str(exc)) from None
-    if not policy_for_team(team.pk).agent_kind_allowed(f"acp:{profile.name}"):
+    if not policy.agent_kind_allowed(f"acp:{profile.name}"):
         raise InvalidInput(
             f"team {team.name!r} does not allow the external agent {profile.name!r} by policy "
             f"(allowed_agent_kinds needs acp:{profile.name})."
@@ -178,12 +179,13 @@ def _external_agent(name: str, *, team: Team) -> str:
     return profile.name
 
 
-def _workspace_spec(spec: WorkspaceSpec | None, *, team: Team) -> WorkspaceSpec:
+def _workspace_spec(
+    spec: WorkspaceSpec | None, *, team: Team, policy: EffectivePolicy
+) -> WorkspaceSpec:
     """The spec to store, its image resolved (the site's default unless one was asked for):
     InvalidInput naming the policy rule a kind or image breaks, when no Docker engine answers,
     or when the site will not clone the source."""
     spec = spec or WorkspaceSpec()
-    policy = policy_for_team(team.pk)
     if not policy.workspace_kind_allowed(spec.kind):
         allowed = ", ".join(policy.allowed_workspace_kinds or ()) or "none"
         raise InvalidInput(
@@ -245,14 +247,17 @@ def conversation_create(
     and its sub-agents; None: all of them."""
     _check_text(prompt)
     chosen = _team_for(owner, team)
+    policy = policy_for_team(chosen.pk)
     if agent:
         return _external_create(
-            owner=owner, prompt=prompt, team=chosen, agent=_external_agent(agent, team=chosen),
-            workspace=workspace, workspace_spec=workspace_spec, title=title,
+            owner=owner, prompt=prompt, team=chosen, policy=policy,
+            agent=_external_agent(agent, team=chosen, policy=policy), workspace=workspace,
+            workspace_spec=workspace_spec, title=title,
             unrestricted_workspace=unrestricted_workspace, secret_names=secret_names,
         )  # fmt: skip
     config = _agent_config(
         team=chosen,
+        policy=policy,
         model=model,
         requested={
             "max_iterations": max_iterations,
@@ -262,7 +267,7 @@ def conversation_create(
             "tools": tools,
         },
     )
-    spec = _workspace_spec(workspace_spec, team=chosen)
+    spec = _workspace_spec(workspace_spec, team=chosen, policy=policy)
     conversation = Conversation(
         owner=owner, team=chosen, model=model, agent_config=config.model_dump(mode="json"),
         workspace_spec=spec.as_json(), secret_names=_names(secret_names),
@@ -298,13 +303,13 @@ def conversation_create(
 
 
 def _external_create(
-    *, owner: AbstractBaseUser | None, prompt: str, team: Team, agent: str,
-    workspace: str | None, workspace_spec: WorkspaceSpec | None, title: str | None,
+    *, owner: AbstractBaseUser | None, prompt: str, team: Team, policy: EffectivePolicy,
+    agent: str, workspace: str | None, workspace_spec: WorkspaceSpec | None, title: str | None,
     unrestricted_workspace: bool, secret_names: list[str] | None,
 ) -> Conversation:  # fmt: skip
     """An external agent's conversation: no system prompt or tools of ours (the agent brings
     its own); its first turn starts on the ACP workers."""
-    spec = _workspace_spec(workspace_spec, team=team)
+    spec = _workspace_spec(workspace_spec, team=team, policy=policy)
     conversation = Conversation(
         owner=owner, team=team, model="", agent=agent, workspace_spec=spec.as_json(),
         secret_names=_names(secret_names),
