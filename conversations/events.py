@@ -85,6 +85,9 @@ class SystemContextEvent(BaseEvent):
     text: str
     sources: list[str] = Field(default_factory=list)
     """The repository files it quotes (AGENTS.md, ...)."""
+    mcp_tools: list[str] = Field(default_factory=list)
+    """The team's MCP tools offered when the run started (mcp__SERVER__TOOL): the model gets
+    their schemas with each call, beside the system prompt's tools."""
 
 
 class UserMessageEvent(BaseEvent):

@@ -68,8 +68,9 @@ def _repository_file(root: Path, name: str) -> str | None:
 
 
 def build_context(
-    *, root: Path | None, shown_root: str, kind: str, secret_names: Iterable[str], today: date
-) -> SystemContextEvent:
+    *, root: Path | None, shown_root: str, kind: str, secret_names: Iterable[str], today: date,
+    mcp_tools: Iterable[str] = (),
+) -> SystemContextEvent:  # fmt: skip
     """The context for a run in the workspace `root` (as the agent sees it: `shown_root`)."""
     names = sorted(secret_names)[:MAX_SECRET_NAMES]
     where = "a Docker container" if kind == "docker" else "a folder on the worker"
@@ -98,7 +99,7 @@ def build_context(
         )
     if quoted:
         lines += ["", UNTRUSTED_NOTE, *quoted]
-    return SystemContextEvent(text="\n".join(lines), sources=sources)
+    return SystemContextEvent(text="\n".join(lines), sources=sources, mcp_tools=list(mcp_tools))
 
 
 def with_context(

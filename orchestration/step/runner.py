@@ -404,6 +404,7 @@ class SliceRunner:
         event = build_context(
             root=root, shown_root=shown,
             kind=self.workspace_spec.kind, secret_names=names, today=datetime.now(UTC).date(),
+            mcp_tools=self.mcp_tool_names,
         )  # fmt: skip
         self.append([event])
 

@@ -78,6 +78,14 @@ def test_both_tools_are_called_and_their_results_recorded(user, team, dispatched
     echo, fail = by_tool["mcp__files__echo"], by_tool["mcp__files__fail"]
     assert (echo.content, echo.is_error) == ("echo: hello", False)
     assert fail.is_error and "out of paper" in fail.content
+    # The run's context records the MCP tools offered, and the page names them.
+    stored = next(s for s in store.load(conversation) if s.event.type == "system.context")
+    offered = ["mcp__files__count", "mcp__files__echo", "mcp__files__env_value",
+               "mcp__files__fail", "mcp__files__header_value"]  # fmt: skip
+    assert sorted(stored.event.mcp_tools) == offered
+    html = render_to_string("canvas/conversation_detail.html#event-row",
+                            {"row": event_row(stored.seq, stored.event)})  # fmt: skip
+    assert "MCP tools: " in html and "mcp__files__echo" in html
 
 
 def test_a_risky_call_waits_for_approval_and_runs_after_it(user, team, dispatched):
