@@ -132,3 +132,25 @@ def test_an_interrupt_stops_waiting_for_servers_that_start_slowly(toolbox, tmp_p
     started = time.monotonic()
     assert toolbox.open([launch(tmp_path, **server_fields(args=sleep))], cancel=cancel) == ([], [])
     assert time.monotonic() - started < 5
+
+
+def test_a_kept_server_is_never_reused_under_another_network_secret_or_folder(tmp_path) -> None:
+    """The pool takes a server back only when it would be launched the same way: a policy
+    tightened to no network, a changed secret value or another workspace starts a new one."""
+    from dataclasses import replace
+
+    from orchestration.mcp.pool import fingerprint
+
+    env = {"env": {"TOKEN": {"secret": "TOKEN"}}}
+    first = launch(tmp_path, secrets={"TOKEN": "one-value"}, **server_fields(**env))
+    assert fingerprint([first]) == fingerprint(
+        [launch(tmp_path, secrets={"TOKEN": "one-value"}, **server_fields(**env))]
+    )
+    host = replace(first, stdio=replace(first.stdio, network="host"))
+    other_secret = launch(tmp_path, secrets={"TOKEN": "two-value"}, **server_fields(**env))
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    moved = launch(elsewhere, secrets={"TOKEN": "one-value"}, **server_fields(**env))
+    prints = {fingerprint([x]) for x in (first, host, other_secret, moved)}
+    assert len(prints) == 4
+    assert "one-value" not in fingerprint([first])  # a digest, never the value
