@@ -144,13 +144,15 @@ _lock = threading.Lock()
 def history_refresh(conversation_id: str) -> History:
     """The conversation's history, brought up to date with the log."""
     with _lock:
-        history = _cache.pop(conversation_id, None)
-    if history is None:
-        history = History.loaded(store.load_window(conversation_id))
-    else:
-        history.extend(store.load(conversation_id, after_seq=history.last_seq), conversation_id)
-    with _lock:
+        history = _cache.pop(conversation_id, None) or History()
         _cache[conversation_id] = history
+    if history.last_seq:
+        history.extend(store.load(conversation_id, after_seq=history.last_seq), conversation_id)
+    else:
+        history = History.loaded(store.load_window(conversation_id))
+        with _lock:
+            _cache[conversation_id] = history
+    with _lock:
         _evict()
     return history
 
