@@ -1,0 +1,251 @@
+"""The one door through which host code reads and writes inside a workspace.
+
+An agent's commands can change anything in its workspace at any moment, including swapping a
+folder for a symbolic link between a host process's check of a path and its open of it
+(`renameat2(RENAME_EXCHANGE)` does that atomically). So nothing here checks a path and then
+opens it by name: a root-relative path is walked one component at a time from a descriptor of
+the workspace root, each step opened relative to the previous one with `O_NOFOLLOW`. A link
+anywhere on the way, `..`, an absolute path or a NUL byte is a `WorkspacePathError` with a
+message safe to show; a race that swaps a link in mid-walk ends the same way, never in a read
+or write outside the root. Files are opened `O_NONBLOCK` and must be regular, so a FIFO the
+agent made cannot hang the host.
+
+Writes go to a fresh temporary file in the (already open) parent folder and are renamed over
+the target by that folder's descriptor: the target is never opened through a link, a hard link
+to it is never written through, and a reader never sees half a file. A file's mode is kept.
+
+Everything that reads or writes workspace content on the host uses this module (the file
+editor, fork's copy, the files / diff / archive views, output offload, skills, AGENTS.md, the
+ACP fs requests); `workspaces.browse` builds its read-only views on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import os
+import stat
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from workspaces.base import WorkspacePathError
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class FileTooLarge(ValueError):
+    """A file is larger than the caller's limit; `size` says how large."""
+
+    def __init__(self, shown: str, size: int, limit: int) -> None:
+        super().__init__(f"{shown!r} is {size} bytes, more than the {limit} allowed here")
+        self.size = size
+
+
+def parts_of(path: str) -> list[str]:
+    """The components of a root-relative path; WorkspacePathError when it could leave root."""
+    if "\0" in path:
+        raise WorkspacePathError("path contains a NUL byte")
+    if path.startswith("/"):
+        raise WorkspacePathError(f"path {path!r} must be relative to the workspace")
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise WorkspacePathError(f"path {path!r} may not contain '..'")
+    return parts
+
+
+def relative_parts(root: Path, path: str, *, cwd: Path | None = None) -> list[str]:
+    """Components under `root` of `path`, absolute or relative to `cwd` (default root),
+    worked out from the text alone (`..` folds lexically; nothing on disk is asked, so a link
+    cannot steer it). WorkspacePathError when it lands outside root."""
+    if "\0" in path:
+        raise WorkspacePathError("path contains a NUL byte")
+    joined = os.path.normpath(os.path.join(str(cwd or root), path))
+    rel = os.path.relpath(joined, str(root))
+    if rel == ".":
+        return []
+    if rel == ".." or rel.startswith("../") or os.path.isabs(rel):
+        raise WorkspacePathError(f"path {path!r} is outside the workspace ({root})")
+    return rel.split("/")
+
+
+def open_root(root: Path) -> int:
+    """A descriptor of the workspace root itself (never through a link)."""
+    return os.open(root, DIR_FLAGS)
+
+
+def open_dir_at(dir_fd: int, parts: list[str], *, create: bool = False, shown: str = "") -> int:
+    """A new descriptor of the folder `parts` under `dir_fd`, walked without following links;
+    `create` makes missing folders on the way (as the agent's would be made, mode 0777 less
+    the umask). The caller closes it."""
+    fd = os.dup(dir_fd)
+    try:
+        for i, part in enumerate(parts):
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=fd)
+            try:
+                child = os.open(part, DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                raise refusal(exc, fd, part, shown or "/".join(parts[: i + 1])) from None
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextlib.contextmanager
+def open_dir(root: Path, parts: list[str], *, create: bool = False) -> Iterator[int]:
+    """A descriptor of the folder root/parts, never through a symbolic link."""
+    base = open_root(root)
+    try:
+        fd = open_dir_at(base, parts, create=create)
+    finally:
+        os.close(base)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def refusal(exc: OSError, parent: int, name: str, shown: str) -> OSError:
+    """The error to raise for a failed open of `name` in `parent`: a link is named as one."""
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EEXIST):
+        with contextlib.suppress(OSError):
+            if stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
+                return WorkspacePathError(f"{shown!r} is a symbolic link; links are not followed")
+        if exc.errno == errno.ELOOP:  # swapped back already: still a link when we opened it
+            return WorkspacePathError(f"{shown!r} is a symbolic link; links are not followed")
+        if exc.errno == errno.ENOTDIR:
+            return NotADirectoryError(errno.ENOTDIR, "not a directory", shown)
+        if exc.errno == errno.EEXIST:
+            return FileExistsError(errno.EEXIST, "already exists", shown)
+    if exc.errno == errno.ENOENT:
+        return FileNotFoundError(errno.ENOENT, "no such file or directory", shown)
+    if exc.errno == errno.EISDIR:
+        return IsADirectoryError(errno.EISDIR, "is a directory", shown)
+    return exc
+
+
+def lstat(root: Path, parts: list[str]) -> os.stat_result | None:
+    """What the last component is, without following it; None when it does not exist.
+    Links on the way to it are refused like anywhere else."""
+    if not parts:
+        return os.stat(root, follow_symlinks=False)
+    try:
+        with open_dir(root, parts[:-1]) as parent:
+            return os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def open_file_at(parent: int, name: str, shown: str) -> int:
+    """A read descriptor of the regular file `name` in the open folder `parent`."""
+    try:
+        fd = os.open(name, FILE_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        raise refusal(exc, parent, name, shown) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", shown)
+        raise WorkspacePathError(f"{shown!r} is not a regular file")
+    return fd
+
+
+def read_bytes(root: Path, parts: list[str], *, limit: int) -> bytes:
+    """The whole regular file root/parts; FileTooLarge past `limit` bytes."""
+    shown = "/".join(parts)
+    if not parts:
+        raise IsADirectoryError(errno.EISDIR, "is a directory", shown)
+    with open_dir(root, parts[:-1]) as parent:
+        fd = open_file_at(parent, parts[-1], shown)
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > limit:
+            raise FileTooLarge(shown, size, limit)
+        data = f.read(limit + 1)
+    if len(data) > limit:  # it grew while being read
+        raise FileTooLarge(shown, len(data), limit)
+    return data
+
+
+def write_bytes(
+    root: Path, parts: list[str], data: bytes, *, exclusive: bool = False,
+    make_parents: bool = False,
+) -> None:  # fmt: skip
+    """Write root/parts whole. `exclusive`: FileExistsError when anything has that name
+    (a link included). An existing link in its place is refused, an existing file's mode kept."""
+    shown = "/".join(parts)
+    if not parts:
+        raise IsADirectoryError(errno.EISDIR, "is a directory", shown)
+    with open_dir(root, parts[:-1], create=make_parents) as parent:
+        write_bytes_at(parent, parts[-1], data, exclusive=exclusive, shown=shown)
+
+
+def write_bytes_at(
+    parent: int, name: str, data: bytes, *, exclusive: bool = False, shown: str = ""
+) -> None:
+    """`write_bytes` into the open folder `parent`."""
+    shown = shown or name
+    mode = 0o666 & ~_umask()
+    if exclusive:
+        try:
+            fd = os.open(name, _NEW_FILE_FLAGS, 0o666, dir_fd=parent)
+        except OSError as exc:
+            raise refusal(exc, parent, name, shown) from None
+        _write_all(fd, data)
+        return
+    with contextlib.suppress(FileNotFoundError):
+        info = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        if stat.S_ISLNK(info.st_mode):
+            raise WorkspacePathError(f"{shown!r} is a symbolic link; links are not followed")
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", shown)
+        if not stat.S_ISREG(info.st_mode):
+            raise WorkspacePathError(f"{shown!r} is not a regular file")
+        mode = stat.S_IMODE(info.st_mode)
+    temp = f".{name[:64]}.{uuid.uuid4().hex}.partial"
+    fd = os.open(temp, _NEW_FILE_FLAGS, 0o600, dir_fd=parent)
+    try:
+        os.fchmod(fd, mode)
+        _write_all(fd, data)
+        os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=parent)
+        raise
+
+
+def unlink(root: Path, parts: list[str]) -> None:
+    """Remove the file (or link: never what it points to) root/parts."""
+    shown = "/".join(parts)
+    if not parts:
+        raise IsADirectoryError(errno.EISDIR, "is a directory", shown)
+    with open_dir(root, parts[:-1]) as parent:
+        try:
+            os.unlink(parts[-1], dir_fd=parent)
+        except OSError as exc:
+            raise refusal(exc, parent, parts[-1], shown) from None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+@functools.cache
+def _umask() -> int:
+    """The process's umask, read without setting it (os.umask would change it for a moment
+    under every other thread)."""
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    return 0o022
