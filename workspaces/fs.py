@@ -115,16 +115,20 @@ def open_dir(root: Path, parts: list[str], *, create: bool = False) -> Iterator[
 
 def refusal(exc: OSError, parent: int, name: str, shown: str) -> OSError:
     """The error to raise for a failed open of `name` in `parent`: a link is named as one."""
-    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EEXIST):
-        with contextlib.suppress(OSError):
-            if stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
-                return WorkspacePathError(f"{shown!r} is a symbolic link; links are not followed")
-        if exc.errno == errno.ELOOP:  # swapped back already: still a link when we opened it
-            return WorkspacePathError(f"{shown!r} is a symbolic link; links are not followed")
+    link = WorkspacePathError(f"{shown!r} is a symbolic link; links are not followed")
+    if exc.errno == errno.ELOOP:
+        return link
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        try:
+            mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+        except OSError:
+            mode = 0
+        # A folder now that was not one when opened: it was swapped for a link meanwhile.
+        if stat.S_ISLNK(mode) or (exc.errno == errno.ENOTDIR and stat.S_ISDIR(mode)):
+            return link
         if exc.errno == errno.ENOTDIR:
             return NotADirectoryError(errno.ENOTDIR, "not a directory", shown)
-        if exc.errno == errno.EEXIST:
-            return FileExistsError(errno.EEXIST, "already exists", shown)
+        return FileExistsError(errno.EEXIST, "already exists", shown)
     if exc.errno == errno.ENOENT:
         return FileNotFoundError(errno.ENOENT, "no such file or directory", shown)
     if exc.errno == errno.EISDIR:
