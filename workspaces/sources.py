@@ -6,16 +6,19 @@ Three kinds of `GitSource.repo`:
   into that repository, which the sandbox does not mount: the agent's own git commands in such
   a workspace fail, while its files, Changes and archive work as usual. `git worktree prune` in
   the configured repository forgets the worktrees of deleted conversations;
-- an https (or http) URL whose host passes the SSRF guard (common.netguard), cloned. The host
-  is resolved and checked just before; git then resolves it again itself, so a name that
-  changes its answer in between is not caught (sites that need that closed list their
-  repositories in CANVAS_GIT_REPOS and put the guard's networks off limits);
+- an https URL whose host passes the SSRF guard (common.netguard), cloned. Plain http only
+  where the site allows it (CANVAS_GIT_ALLOW_HTTP): anyone on the path could change what is
+  cloned. The host is resolved and every address checked just before the clone, and git is
+  pinned to exactly those addresses (`http.curloptResolve`, git 2.37 or later), so a name
+  that answers differently the second time (DNS rebinding) cannot lead git elsewhere. git
+  follows no redirect (`http.followRedirects=false`): a redirect could name any host, which
+  the pin and the check would not cover; a server that redirects is refused, saying so;
 - a local path under one of the site's CANVAS_GIT_LOCAL_ROOTS, cloned. Other local paths are
   refused: the worker's disk holds other teams' workspaces and the project's own settings.
 
 git runs as workspaces.baseline runs it: no system or global config (HOME is an empty
-directory), no hooks, no terminal prompts, only the file, http and https transports, and a
-timeout. The ref is checked out after the clone (a branch, a tag or a commit; a branch becomes
+directory), no proxy or other variable of the worker's, no hooks, no terminal prompts, only the
+file and https transports (http where allowed), argv lists only, and a timeout. The ref is checked out after the clone (a branch, a tag or a commit; a branch becomes
 a local branch tracking the remote one, a tag or commit a detached HEAD).
 
 Crash safety: a marker in the state directory says a fill began; a runner that finds it
@@ -27,13 +30,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from common.netguard import BlockedURL, UnresolvableHost, check_url, site_allowed_networks
+from common.netguard import (
+    BlockedURL,
+    Target,
+    UnresolvableHost,
+    check_url,
+    resolve_url,
+    site_allowed_networks,
+)
 from workspaces.spec import GitSource
 
 _GIT_TIMEOUT = 600.0
@@ -50,8 +63,11 @@ _CONFIG = (
     "protocol.allow=never",  # then only these (ext::, fd:: and ssh's command hooks stay off)
     "protocol.file.allow=always",
     "protocol.https.allow=always",
-    "protocol.http.allow=always",
 )
+_PINNING_GIT = (2, 37)
+"""The first git that passes `http.curloptResolve` to curl; older ones ignore it silently."""
+_REDIRECTED = re.compile(r"returned error: 30[12378]\b")
+HTTP_SETTING = "CANVAS_GIT_ALLOW_HTTP"
 
 
 class SourceError(Exception):
@@ -88,16 +104,17 @@ def source_fill(
         _empty(root)  # a fill of ours was cut short
     elif root.exists() and any(root.iterdir()):
         raise SourceError("the workspace folder is not empty: a git source needs an empty one.")
-    kind, where = _locate(source, named=named, local_roots=local_roots)
+    place = _locate(source, named=named, local_roots=local_roots)
     root.mkdir(parents=True, exist_ok=True)
     started.write_text(source.model_dump_json())
     git = _Git(state_dir)
-    if kind == "worktree":
-        git.run("-C", where, "worktree", "add", "--detach", "--force", "--quiet", "--", str(root),
-                source.ref or "HEAD", what=f"checking out {source.ref or 'HEAD'} of {source.repo}")  # fmt: skip
+    if place.kind == "worktree":
+        git.run("-C", place.where, "worktree", "add", "--detach", "--force", "--quiet", "--",
+                str(root), source.ref or "HEAD",
+                what=f"checking out {source.ref or 'HEAD'} of {source.repo}")  # fmt: skip
     else:
-        git.run("clone", "--quiet", "--no-checkout", "--", where, str(root),
-                what=f"cloning {source.repo}")  # fmt: skip
+        git.run("clone", "--quiet", "--no-checkout", "--", place.where, str(root),
+                what=f"cloning {source.repo}", config=clone_config(place.target))  # fmt: skip
         git.run("-C", str(root), "checkout", "--quiet", source.ref or "HEAD", "--",
                 what=f"checking out {source.ref or 'HEAD'}")  # fmt: skip
     commit = git.run("-C", str(root), "rev-parse", "HEAD", what="reading the commit").strip()
@@ -106,23 +123,71 @@ def source_fill(
     return True
 
 
+@dataclass(frozen=True, slots=True)
+class _Place:
+    kind: str
+    """"worktree" (of a named repository) or "clone"."""
+    where: str
+    """The repository's path, or what to clone."""
+    target: Target | None = None
+    """For a URL: its checked addresses, which git must connect to."""
+
+
+def http_allowed() -> bool:
+    """Whether the site lets plain http git URLs through (read on every call)."""
+    from django.conf import settings
+
+    return bool(getattr(settings, HTTP_SETTING, False))
+
+
+def clone_config(target: Target | None) -> tuple[str, ...]:
+    """The `-c` settings a clone runs with beyond _CONFIG: http only where the site allows it;
+    for a URL, no redirects and the host pinned to the addresses the guard checked."""
+    config = (f"protocol.http.allow={'always' if http_allowed() else 'never'}",)
+    if target is None:
+        return config
+    config += ("http.followRedirects=false",)
+    shown = [f"[{a}]" if ":" in a else a for a in target.addresses]
+    return (*config, f"http.curloptResolve={target.host}:{target.port}:{','.join(shown)}")
+
+
+def _check_url(url: str, *, scheme: str, resolve: bool) -> Target | None:
+    if scheme == "http" and not http_allowed():
+        raise SourceError(
+            f"repo {url!r}: plain http is refused (anyone on the way could change what is "
+            f"cloned): use an https URL. A site administrator can allow http with {HTTP_SETTING}."
+        )
+    try:
+        if not resolve:
+            check_url(url, allowed_networks=site_allowed_networks(), resolve=False)
+            return None
+        target = resolve_url(url, allowed_networks=site_allowed_networks())
+    except (BlockedURL, UnresolvableHost) as exc:
+        raise SourceError(f"repo {url!r} is refused: {exc}") from None
+    if _git_version() < _PINNING_GIT:
+        raise SourceError(
+            f"repo {url!r}: cloning from a URL needs git {'.'.join(map(str, _PINNING_GIT))} or "
+            "later on the worker (to hold git to the address that was checked)."
+        )
+    return target
+
+
 def _locate(
     source: GitSource,
     *,
     named: Mapping[str, str],
     local_roots: list[str] | tuple[str, ...],
     resolve: bool = True,
-) -> tuple[str, str]:
-    """("worktree", repository path) for a named repository, else ("clone", what to clone)."""
+) -> _Place:
+    """Where the source comes from; SourceError when this site will not clone it. With
+    `resolve`, a URL's host is resolved and the place carries the checked addresses."""
     if source.repo in named:
-        return "worktree", str(named[source.repo])
+        return _Place("worktree", str(named[source.repo]))
     parts = urlsplit(source.repo)
-    if parts.scheme in ("http", "https"):
-        try:
-            check_url(source.repo, allowed_networks=site_allowed_networks(), resolve=resolve)
-        except (BlockedURL, UnresolvableHost) as exc:
-            raise SourceError(f"repo {source.repo!r} is refused: {exc}") from None
-        return "clone", source.repo
+    scheme = parts.scheme.lower()
+    if scheme in ("http", "https"):
+        target = _check_url(source.repo, scheme=scheme, resolve=resolve)
+        return _Place("clone", source.repo, target)
     if parts.scheme == "file":
         path = parts.path
     elif parts.scheme or (":" in source.repo and not source.repo.startswith("/")):
@@ -144,7 +209,20 @@ def _locate(
         )
     if not os.path.isdir(real):
         raise SourceError(f"repo {source.repo!r} is not a folder on the worker.")
-    return "clone", real
+    return _Place("clone", real)
+
+
+@cache
+def _git_version() -> tuple[int, int]:
+    try:
+        out = subprocess.run(
+            ["git", "--version"], env={"PATH": _PATH}, capture_output=True, text=True,
+            timeout=30, check=False,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return (0, 0)
+    found = re.search(r"(\d+)\.(\d+)", out)
+    return (int(found[1]), int(found[2])) if found else (0, 0)
 
 
 def _empty(root: Path) -> None:
@@ -179,9 +257,9 @@ class _Git:
             "GIT_COMMITTER_EMAIL": "canvas@localhost",
         }
 
-    def run(self, *args: str, what: str) -> str:
+    def run(self, *args: str, what: str, config: Sequence[str] = ()) -> str:
         argv = ["git"]
-        for setting in _CONFIG:
+        for setting in (*_CONFIG, *config):
             argv += ["-c", setting]
         try:
             proc = subprocess.run(
@@ -193,5 +271,10 @@ class _Git:
         if proc.returncode != 0:
             detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
             reason = detail[-1] if detail else f"git exited with {proc.returncode}"
+            if _REDIRECTED.search(reason):
+                reason = (
+                    "the server answered with a redirect, which is not followed (it could "
+                    "lead to another host): give the repository's own URL"
+                )
             raise SourceError(f"{what} failed: {reason.removeprefix('fatal: ')}")
         return proc.stdout.decode("utf-8", "replace")
