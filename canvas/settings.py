@@ -196,6 +196,8 @@ CANVAS_DOCKER_PIDS = int(os.environ.get("CANVAS_DOCKER_PIDS") or 512) or None
 # default: the worker's disk holds other teams' workspaces).
 CANVAS_GIT_REPOS = json.loads(os.environ.get("CANVAS_GIT_REPOS") or "{}")
 CANVAS_GIT_LOCAL_ROOTS = _env_list("CANVAS_GIT_LOCAL_ROOTS", "")
+# Plain http git URLs (anyone on the path can change what is cloned): refused unless set.
+CANVAS_GIT_ALLOW_HTTP = _env_bool("CANVAS_GIT_ALLOW_HTTP", False)
 # Site-wide ACP agent profiles (acp_bridge/profiles.py; issue 14): JSON {"NAME": {"command":
 # ..., "args": [...], "env": {"VAR": "text" or {"secret": "TEAM_SECRET"}}, "secrets": [...],
 # "default_mode", "idle_timeout_seconds", "turn_timeout_seconds", "readonly": [host paths the
