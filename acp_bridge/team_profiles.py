@@ -5,9 +5,11 @@ audited ("acp_agent.created", "acp_agent.updated", "acp_agent.deleted").
 The value rules are acp_bridge.profiles' (the same as for the site's CANVAS_ACP_AGENTS), so a
 profile means the same wherever it was written. What only the team knows is checked here: a
 secret a profile names must exist in the team when the profile is saved. A secret deleted
-later is the bridge's to meet (an error event naming it). Secret values are never read here;
-the audit log and every error hold names only, and a literal environment value is never
-quoted in an error (someone may have pasted a key where a reference belongs).
+later is the bridge's to meet (an error event naming it). A literal `env` value is shown to
+every member, so one holding a team secret's value is refused (teams.secret_literals); secret
+values are read for that comparison only. The audit log and every error hold names only, and
+a literal environment value is never quoted in an error (someone may have pasted a key where
+a reference belongs).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from common.errors import Conflict, InvalidInput, NotFound
 from teams.audit import audit_record
 from teams.models import AcpAgentProfile, Team
 from teams.permissions import require_admin
+from teams.secret_literals import literals_hold_no_secret
 from teams.secrets import secrets_required
 
 from .profiles import (
@@ -55,14 +58,19 @@ FIELDS = (
 _require_admin = partial(require_admin, what="manage ACP agent profiles")
 
 
-def _check_secrets_exist(team: Team, cleaned: dict[str, Any]) -> None:
+def _check_secrets(team: Team, cleaned: dict[str, Any]) -> None:
+    """Every secret named exists; no literal holds a secret's value."""
     wanted = {}
+    literals: dict[str, str] = {}
     for key, value in cleaned.get("env", {}).items():
         if isinstance(value, dict):
             wanted.setdefault(value["secret"], f"env {key}")
+        else:
+            literals[f"env {key}"] = value
     for name in cleaned.get("allowed_secrets", ()):
         wanted.setdefault(name, "allowed_secrets")
     secrets_required(team, wanted)
+    literals_hold_no_secret(team, literals, what="ACP agent profile")
 
 
 def _clean(team: Team, fields: dict[str, Any]) -> dict[str, Any]:
@@ -85,7 +93,7 @@ def _clean(team: Team, fields: dict[str, Any]) -> dict[str, Any]:
         cleaned = {key: cleaners[key](value) for key, value in fields.items()}
     except AcpProfileValueError as exc:
         raise InvalidInput(str(exc)) from None
-    _check_secrets_exist(team, cleaned)
+    _check_secrets(team, cleaned)
     return cleaned
 
 

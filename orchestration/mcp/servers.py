@@ -5,8 +5,10 @@ owners add, change and delete them, audited ("mcp_server.created", "mcp_server.u
 The value rules are orchestration.mcp.rules'. What only the team knows is checked here: a
 secret a server names must exist in the team when it is saved (one deleted later is the
 worker's to meet: the server is skipped with a warning naming it), and an HTTP server's URL
-must pass the outbound-address guard (checked again before every connection). Secret values
-are never read here; the audit log and every error hold names only.
+must pass the outbound-address guard (checked again before every connection). A literal
+`env` or `headers` value is shown to every member, so one holding a team secret's value is
+refused (teams.secret_literals); secret values are read for that comparison only, and the
+audit log and every error hold names only.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from teams.audit import audit_record
 from teams.models import McpServer, Team
 from teams.outbound import outbound_url_check
 from teams.permissions import require_admin
+from teams.secret_literals import literals_hold_no_secret
 from teams.secrets import secrets_required
 
 from .rules import McpServerConfig, McpValueError, clean_name, clean_server, config_from_row
@@ -32,13 +35,18 @@ FIELDS = ("transport", "command", "args", "url", "env", "headers", "model_profil
 _require_admin = partial(require_admin, what="manage MCP servers")
 
 
-def _check_secrets_exist(team: Team, cleaned: dict[str, Any]) -> None:
+def _check_secrets(team: Team, cleaned: dict[str, Any]) -> None:
+    """Every secret named exists; no literal holds a secret's value."""
     wanted: dict[str, str] = {}
+    literals: dict[str, str] = {}
     for what in ("env", "headers"):
         for key, value in cleaned[what].items():
             if isinstance(value, dict):
                 wanted.setdefault(value["secret"], f"{what} {key}")
+            else:
+                literals[f"{what} {key}"] = value
     secrets_required(team, wanted)
+    literals_hold_no_secret(team, literals, what="MCP server")
 
 
 def _clean(team: Team, fields: dict[str, Any]) -> dict[str, Any]:
@@ -51,7 +59,7 @@ def _clean(team: Team, fields: dict[str, Any]) -> dict[str, Any]:
         raise InvalidInput(str(exc)) from None
     if cleaned["transport"] == "http":
         outbound_url_check(cleaned["url"], what="the MCP server's url")
-    _check_secrets_exist(team, cleaned)
+    _check_secrets(team, cleaned)
     return cleaned
 
 
