@@ -25,7 +25,8 @@ class WorkspaceUnavailable(RuntimeError):
 
 
 class WorkspacePathError(ValueError):
-    """A path resolved outside the workspace root (via '..', an absolute path, or a symlink)."""
+    """A path that leaves the workspace root ('..', an absolute path elsewhere, a NUL byte) or
+    passes a symbolic link, which host code never follows (workspaces.fs). Safe to show."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +93,16 @@ class Workspace(Protocol):
     root: Path
 
     def resolve(self, path: str) -> Path:
-        """Absolute path inside root for `path` (relative to the current directory or root).
+        """Absolute host path inside root for `path` (relative to the current directory or
+        root), for showing: worked out from the text alone (`..` folded), nothing on disk
+        followed, so it may name a link. Never open it by name: use `parts` and workspaces.fs.
 
         Raises WorkspacePathError when it lands outside root.
         """
+        ...
+
+    def parts(self, path: str) -> list[str]:
+        """`path` as `resolve` reads it, as components under root for workspaces.fs."""
         ...
 
     def run(
@@ -105,14 +112,21 @@ class Workspace(Protocol):
         environment that carries over to later commands. Setting `cancel` stops it."""
         ...
 
-    def read_text(self, path: str) -> str: ...
+    def read_text(self, path: str) -> str:
+        """The file's text (strict UTF-8, line endings as on disk), opened by handle: a link
+        anywhere on the way is a WorkspacePathError, never followed."""
+        ...
 
     def as_agent_sees(self, text: str) -> str:
         """`text` about the workspace's files with their paths as the agent's commands see
         them (a container's /workspace rather than the host folder)."""
         ...
 
-    def write_text(self, path: str, content: str) -> Path: ...
+    def write_text(self, path: str, content: str, *, exclusive: bool = False) -> Path:
+        """Write the file whole by handle (missing folders made; a reader never sees half of
+        it), refusing links like `read_text`; returns `resolve(path)`. `exclusive`:
+        FileExistsError when the name is taken."""
+        ...
 
     def state_path(self, name: str) -> Path:
         """A file in the workspace's private state directory (never visible to the agent)."""

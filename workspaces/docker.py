@@ -68,6 +68,7 @@ from typing import Any, Literal
 import docker
 import docker.errors
 
+from workspaces import fs
 from workspaces.base import (
     Cancel,
     CommandResult,
@@ -76,7 +77,6 @@ from workspaces.base import (
     WorkspaceUnavailable,
 )
 from workspaces.local import (
-    _CWD_FILE,
     _DRAIN_SECONDS,
     _ENV_FILE,
     _ENV_NAME,
@@ -266,26 +266,18 @@ class DockerWorkspace(LocalWorkspace):
 
     # -- paths -------------------------------------------------------------------------------
 
-    def current_dir(self) -> Path:
-        """The saved container cwd (/workspace/...) as a host path; root when it is unset, gone
-        or outside the workspace."""
-        try:
-            saved = (self.state_dir / _CWD_FILE).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return self.root
+    def _cwd_parts(self, saved: str) -> list[str]:
+        """The saved container cwd (/workspace/...) as components under the host folder."""
         if saved != CONTAINER_ROOT and not saved.startswith(CONTAINER_ROOT + "/"):
-            return self.root
-        real = Path(os.path.realpath(self.root / saved[len(CONTAINER_ROOT) :].lstrip("/")))
-        if real.is_relative_to(self.root) and real.is_dir():
-            return real
-        return self.root
+            raise WorkspacePathError("the saved directory is outside the workspace")
+        return fs.relative_parts(self.root, f"{self.root}{saved[len(CONTAINER_ROOT) :]}")
 
-    def resolve(self, path: str) -> Path:
+    def parts(self, path: str) -> list[str]:
         """As LocalWorkspace, with the agent's view of paths: `/workspace/...` is the root, and
         a refusal names the path as the agent gave it, never the host folder."""
         inside = path == CONTAINER_ROOT or path.startswith(CONTAINER_ROOT + "/")
         try:
-            return super().resolve(f"{self.root}{path[len(CONTAINER_ROOT) :]}" if inside else path)
+            return super().parts(f"{self.root}{path[len(CONTAINER_ROOT) :]}" if inside else path)
         except WorkspacePathError as exc:
             problem = "is not a valid path" if "not a valid path" in str(exc) else (
                 f"is outside the workspace ({CONTAINER_ROOT})"
@@ -299,19 +291,6 @@ class DockerWorkspace(LocalWorkspace):
     def _container_cwd(self) -> str:
         relative = self.current_dir().relative_to(self.root)
         return CONTAINER_ROOT if relative == Path(".") else f"{CONTAINER_ROOT}/{relative}"
-
-    def write_text(self, path: str, content: str) -> Path:
-        """As LocalWorkspace; a root worker gives what it creates to the container's user."""
-        owner = self._owner()
-        if owner is None:
-            return super().write_text(path, content)
-        target = self.resolve(path)
-        created = [p for p in (target, *target.parents) if p.is_relative_to(self.root)]
-        created = [p for p in created if not p.exists()]
-        super().write_text(path, content)
-        for made in created:
-            os.lchown(made, *owner)
-        return target
 
     def file_owner(self) -> tuple[int, int] | None:
         """Who should own what the worker creates in the workspace for the container (None:

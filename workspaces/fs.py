@@ -12,7 +12,8 @@ agent made cannot hang the host.
 
 Writes go to a fresh temporary file in the (already open) parent folder and are renamed over
 the target by that folder's descriptor: the target is never opened through a link, a hard link
-to it is never written through, and a reader never sees half a file. A file's mode is kept.
+to it is never written through, and a reader never sees half a file. A file's mode is kept,
+and its owner where this process may set it.
 
 Everything that reads or writes workspace content on the host uses this module (the file
 editor, fork's copy, the files / diff / archive views, output offload, skills, AGENTS.md, the
@@ -35,6 +36,9 @@ from workspaces.base import WorkspacePathError
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+Owner = tuple[int, int]
+"""(uid, gid) to give what a write creates (a container's user); see `write_owned`."""
 
 
 class FileTooLarge(ValueError):
@@ -81,18 +85,27 @@ def open_dir_at(dir_fd: int, parts: list[str], *, create: bool = False, shown: s
     """A new descriptor of the folder `parts` under `dir_fd`, walked without following links;
     `create` makes missing folders on the way (as the agent's would be made, mode 0777 less
     the umask). The caller closes it."""
+    return _walk(dir_fd, parts, create=create, owner=None, shown=shown)
+
+
+def _walk(dir_fd: int, parts: list[str], *, create: bool, owner: Owner | None, shown: str) -> int:
+    """`open_dir_at`; with `owner`, each folder this call makes is given to it (by handle)."""
     fd = os.dup(dir_fd)
     try:
         for i, part in enumerate(parts):
+            made = False
             if create:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, dir_fd=fd)
+                    made = True
             try:
                 child = os.open(part, DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
                 raise refusal(exc, fd, part, shown or "/".join(parts[: i + 1])) from None
             os.close(fd)
             fd = child
+            if made and owner is not None:
+                os.fchown(fd, *owner)
     except BaseException:
         os.close(fd)
         raise
@@ -148,6 +161,17 @@ def lstat(root: Path, parts: list[str]) -> os.stat_result | None:
         return None
 
 
+def is_dir(root: Path, parts: list[str]) -> bool:
+    """Whether root/parts is a folder reached without passing a link (False when it is gone,
+    a file, a link, or has a link on the way). Only an answer for now: open it by handle to
+    use it."""
+    try:
+        with open_dir(root, parts):
+            return True
+    except (OSError, WorkspacePathError):
+        return False
+
+
 def open_file_at(parent: int, name: str, shown: str) -> int:
     """A read descriptor of the regular file `name` in the open folder `parent`."""
     try:
@@ -186,26 +210,55 @@ def write_bytes(
 ) -> None:  # fmt: skip
     """Write root/parts whole. `exclusive`: FileExistsError when anything has that name
     (a link included). An existing link in its place is refused, an existing file's mode kept."""
+    write_owned(root, parts, data, owner=None, exclusive=exclusive, make_parents=make_parents)
+
+
+def write_owned(
+    root: Path, parts: list[str], data: bytes, *, owner: Owner | None,
+    exclusive: bool = False, make_parents: bool = False,
+) -> None:  # fmt: skip
+    """`write_bytes`, giving what this call creates (the folders `make_parents` makes, a new
+    file) to `owner` by descriptor, so an agent running as another user (a container's) can
+    change it later. None leaves ownership as this process makes it."""
     shown = "/".join(parts)
     if not parts:
         raise IsADirectoryError(errno.EISDIR, "is a directory", shown)
-    with open_dir(root, parts[:-1], create=make_parents) as parent:
-        write_bytes_at(parent, parts[-1], data, exclusive=exclusive, shown=shown)
+    parent = open_root(root)
+    try:
+        folder = _walk(parent, parts[:-1], create=make_parents, owner=owner, shown="")
+    finally:
+        os.close(parent)
+    try:
+        _write_at(folder, parts[-1], data, exclusive=exclusive, shown=shown, owner=owner)
+    finally:
+        os.close(folder)
 
 
 def write_bytes_at(
     parent: int, name: str, data: bytes, *, exclusive: bool = False, shown: str = ""
 ) -> None:
     """`write_bytes` into the open folder `parent`."""
-    shown = shown or name
-    mode = 0o666 & ~_umask()
+    _write_at(parent, name, data, exclusive=exclusive, shown=shown or name, owner=None)
+
+
+def create_file_at(parent: int, name: str, shown: str, *, mode: int = 0o666) -> int:
+    """A write descriptor of a new file `name` in the open folder `parent` (`mode` less the
+    umask). FileExistsError when anything has that name; a link there is refused as a link."""
+    try:
+        return os.open(name, _NEW_FILE_FLAGS, mode, dir_fd=parent)
+    except OSError as exc:
+        raise refusal(exc, parent, name, shown) from None
+
+
+def _write_at(
+    parent: int, name: str, data: bytes, *, exclusive: bool, shown: str, owner: Owner | None
+) -> None:
+    """Write `name` in `parent` whole (see `write_bytes`). An existing file keeps its mode, and
+    its owner where this process may set it (a root worker); a new one goes to `owner`."""
     if exclusive:
-        try:
-            fd = os.open(name, _NEW_FILE_FLAGS, 0o666, dir_fd=parent)
-        except OSError as exc:
-            raise refusal(exc, parent, name, shown) from None
-        _write_all(fd, data)
+        _write_all(create_file_at(parent, name, shown), data, owner=owner)
         return
+    mode, keep = 0o666 & ~_umask(), owner
     with contextlib.suppress(FileNotFoundError):
         info = os.stat(name, dir_fd=parent, follow_symlinks=False)
         if stat.S_ISLNK(info.st_mode):
@@ -215,11 +268,12 @@ def write_bytes_at(
         if not stat.S_ISREG(info.st_mode):
             raise WorkspacePathError(f"{shown!r} is not a regular file")
         mode = stat.S_IMODE(info.st_mode)
+        keep = (info.st_uid, info.st_gid) if (info.st_uid, info.st_gid) != _me() else None
     temp = f".{name[:64]}.{uuid.uuid4().hex}.partial"
     fd = os.open(temp, _NEW_FILE_FLAGS, 0o600, dir_fd=parent)
     try:
         os.fchmod(fd, mode)
-        _write_all(fd, data)
+        _write_all(fd, data, owner=keep)
         os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -239,9 +293,18 @@ def unlink(root: Path, parts: list[str]) -> None:
             raise refusal(exc, parent, parts[-1], shown) from None
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes, *, owner: Owner | None = None) -> None:
+    """Write `data` to `fd` and close it; with `owner`, give the file to it first (a process
+    that may not, being no root, leaves it its own)."""
     with os.fdopen(fd, "wb") as f:
+        if owner is not None and owner != _me():
+            with contextlib.suppress(PermissionError):
+                os.fchown(f.fileno(), *owner)
         f.write(data)
+
+
+def _me() -> Owner:
+    return os.geteuid(), os.getegid()
 
 
 @functools.cache

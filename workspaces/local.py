@@ -19,6 +19,11 @@ sandbox.effective_network). Where the sandbox is unavailable, `run` raises Sandb
 unless the site allows unsandboxed commands; then commands run as the worker's user, as plain
 processes, and only paths and environment are kept apart.
 
+The worker itself reads and writes the workspace's files (`read_text`, `write_text`, the file
+editor) only through workspaces.fs, by directory handle, refusing links: a command running
+alongside can swap any folder for a link at any moment. `resolve` and `current_dir` work from
+the text of a path and never follow a name on the host.
+
 A command dies with the process that started it (see workspaces.sandbox). For what that cannot
 catch (a runner whose lease was taken over while its command ran, a launcher killed on its
 own), a running command is recorded in the state directory, out of the command's reach: its
@@ -50,7 +55,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import BinaryIO
 
-from workspaces import browse
+from workspaces import browse, fs
 from workspaces.base import (
     Cancel,
     CommandResult,
@@ -103,6 +108,7 @@ __canvas_save() {
       *) declare -p "$__canvas_name" ;;
     esac
   done > "$__canvas_run.env" 2>/dev/null
+  builtin cd -P . 2>/dev/null  # save the folder itself, not a link's name for it
   printf '%s' "$PWD" > "$__canvas_run.cwd"
   : > "$__canvas_run.done"
   exit "$__canvas_rc"
@@ -117,6 +123,8 @@ _ENV_FILE = "env.sh"
 _KILL_GRACE_SECONDS = 1.0
 _DRAIN_SECONDS = 0.5
 _MAX_STATE_BYTES = 4 * 1024 * 1024
+MAX_TEXT_BYTES = 64 * 1024 * 1024
+"""The largest file `read_text` reads."""
 _RECORD_SUFFIX = ".pid"
 _STOP_WAIT_SECONDS = 5.0
 
@@ -230,40 +238,57 @@ class LocalWorkspace:
     # -- paths -------------------------------------------------------------------------------
 
     def current_dir(self) -> Path:
-        """The terminal's saved working directory, or root when it is unset, gone or outside."""
+        """The terminal's saved working directory, or root when it is unset, gone, outside or
+        reached through a link. Worked out from the saved text, then checked by handle
+        (workspaces.fs): no name the agent controls is followed on the host."""
+        saved = _read_regular(self.state_dir / _CWD_FILE)
         try:
-            saved = (self.state_dir / _CWD_FILE).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            parts = self._cwd_parts(saved.decode("utf-8")) if saved else []
+        except (UnicodeDecodeError, WorkspacePathError):
             return self.root
-        real = Path(os.path.realpath(saved)) if saved else self.root
-        if real.is_relative_to(self.root) and real.is_dir():
-            return real
-        return self.root
+        return self.root.joinpath(*parts) if fs.is_dir(self.root, parts) else self.root
+
+    def _cwd_parts(self, saved: str) -> list[str]:
+        """The saved cwd (the shell's absolute $PWD) as components under root."""
+        if not saved.startswith("/"):
+            raise WorkspacePathError("the saved directory is not an absolute path")
+        return fs.relative_parts(self.root, saved)
 
     def resolve(self, path: str) -> Path:
-        base = "" if os.path.isabs(path) else str(self.current_dir())
-        try:
-            real = Path(os.path.realpath(os.path.join(base, path)))
-        except ValueError as exc:  # e.g. an embedded NUL byte
-            raise WorkspacePathError(f"path {path!r} is not a valid path") from exc
-        if not real.is_relative_to(self.root):
-            raise WorkspacePathError(f"path {path!r} is outside the workspace ({self.root})")
-        return real
+        """As the protocol says: lexical, `..` folded from the text alone, nothing on disk
+        followed (the path may not exist, or hold a link that opening it will refuse)."""
+        return self.root.joinpath(*self.parts(path))
+
+    def parts(self, path: str) -> list[str]:
+        """`path` (absolute, or relative to the current directory) as components under root,
+        for workspaces.fs; WorkspacePathError when it lands outside or is not a valid path."""
+        if "\0" in path:
+            raise WorkspacePathError(f"path {path!r} is not a valid path")
+        cwd = None if path.startswith("/") else self.current_dir()
+        return fs.relative_parts(self.root, path, cwd=cwd)
 
     def as_agent_sees(self, text: str) -> str:
         return text  # the sandbox mounts the workspace at its own path
 
     def read_text(self, path: str) -> str:
-        """Strict UTF-8 (raises UnicodeDecodeError); line endings are kept as they are on disk."""
-        with open(self.resolve(path), encoding="utf-8", newline="") as f:
-            return f.read()
+        """Strict UTF-8 (raises UnicodeDecodeError); line endings are kept as they are on disk.
+        Opened by handle; FileTooLarge past MAX_TEXT_BYTES."""
+        return fs.read_bytes(self.root, self.parts(path), limit=MAX_TEXT_BYTES).decode("utf-8")
 
-    def write_text(self, path: str, content: str) -> Path:
-        target = self.resolve(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with open(target, "w", encoding="utf-8", newline="") as f:
-            f.write(content)
-        return target
+    def write_text(self, path: str, content: str, *, exclusive: bool = False) -> Path:
+        """Write by handle, making missing folders (given to `file_owner()`); see the
+        protocol."""
+        parts = self.parts(path)
+        data = content.encode("utf-8")
+        fs.write_owned(
+            self.root, parts, data, owner=self.file_owner(), exclusive=exclusive,
+            make_parents=True,
+        )  # fmt: skip
+        return self.root.joinpath(*parts)
+
+    def file_owner(self) -> tuple[int, int] | None:
+        """Who should own what the worker creates in the workspace (None: as it is made)."""
+        return None
 
     def state_path(self, name: str) -> Path:
         if not name or name in {".", ".."} or "/" in name or "\0" in name:

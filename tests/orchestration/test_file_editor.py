@@ -219,9 +219,70 @@ def test_paths_outside_the_workspace_are_refused(
     content = err(
         edit(ws, command, path, file_text="x", old_str="secret", new_str="y", insert_line=0)
     )
-    assert f"path '{path}' is outside the workspace" in content
+    if path.startswith("link/"):  # lexically inside: refused at the link, whatever it points at
+        expected = "no edit" if command == "undo_edit" else "'link' is a symbolic link"
+        assert expected in content
+        assert "secret\n" not in content
+    else:
+        assert f"path '{path}' is outside the workspace" in content
     assert (outside / "secret.txt").read_text() == "secret\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
     assert not (tmp_path / "outside.txt").exists()
+
+
+@pytest.mark.parametrize("command", ["view", "create", "str_replace", "insert"])
+def test_links_inside_the_workspace_are_not_followed_either(
+    ws: LocalWorkspace, command: str
+) -> None:
+    (ws.root / "real").mkdir()
+    (ws.root / "real" / "f.txt").write_text("real\n")
+    os.symlink("real", ws.root / "alias")
+    os.symlink("real/f.txt", ws.root / "f-link.txt")
+    kwargs = {"file_text": "x", "old_str": "real", "new_str": "y", "insert_line": 0}
+    for path, link in (("alias/f.txt", "alias"), ("f-link.txt", "f-link.txt")):
+        content = err(edit(ws, command, path, **kwargs))
+        assert f"'{link}' is a symbolic link; links are not followed" in content, content
+    assert (ws.root / "real" / "f.txt").read_text() == "real\n"
+    assert sorted(p.name for p in (ws.root / "real").iterdir()) == ["f.txt"]
+
+
+def test_a_listing_shows_links_without_entering_them(ws: LocalWorkspace, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("s")
+    (ws.root / "src").mkdir()
+    os.symlink(outside, ws.root / "escape")
+    os.symlink(outside, ws.root / "src" / "deeper")
+    content = ok(edit(ws, "view", "."))
+    assert content.splitlines()[1:] == ["escape", "src/", "src/deeper"]
+    assert "'escape' is a symbolic link" in err(edit(ws, "view", "escape"))
+
+
+def test_undo_of_a_creation_removes_a_link_put_in_its_place_not_its_target(
+    ws: LocalWorkspace, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep\n")
+    ok(edit(ws, "create", "f.txt", file_text="x"))
+    (ws.root / "f.txt").unlink()
+    os.symlink(outside, ws.root / "f.txt")
+    assert "no longer exists" in ok(edit(ws, "undo_edit", "f.txt"))
+    assert not (ws.root / "f.txt").is_symlink()
+    assert outside.read_text() == "keep\n"
+
+
+def test_a_fifo_is_refused_without_hanging(ws: LocalWorkspace) -> None:
+    os.mkfifo(ws.root / "pipe")
+    assert "is not a regular file" in err(edit(ws, "view", "pipe"))
+
+
+def test_edits_keep_the_files_mode(ws: LocalWorkspace) -> None:
+    script = ws.root / "run.sh"
+    script.write_text("echo one\n")
+    script.chmod(0o750)
+    ok(edit(ws, "str_replace", "run.sh", old_str="one", new_str="two"))
+    assert script.read_text() == "echo two\n"
+    assert script.stat().st_mode & 0o777 == 0o750
 
 
 def test_relative_paths_follow_the_terminal_directory(ws: LocalWorkspace) -> None:

@@ -204,24 +204,53 @@ def test_resolve_refuses_sibling_with_common_prefix(ws: LocalWorkspace) -> None:
         ws.resolve(str(sibling))
 
 
-def test_resolve_refuses_symlink_pointing_outside(ws: LocalWorkspace, tmp_path: Path) -> None:
+def test_links_are_refused_when_opened_never_followed(ws: LocalWorkspace, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("no")
     os.symlink(outside, ws.root / "link")
-    with pytest.raises(WorkspacePathError, match="outside the workspace"):
-        ws.resolve("link/secret.txt")
-    with pytest.raises(WorkspacePathError):
+    assert ws.resolve("link/secret.txt") == ws.root / "link" / "secret.txt"  # lexical only
+    with pytest.raises(WorkspacePathError, match="'link' is a symbolic link"):
         ws.read_text("link/secret.txt")
-    with pytest.raises(WorkspacePathError):
+    with pytest.raises(WorkspacePathError, match="'link' is a symbolic link"):
         ws.write_text("link/new.txt", "x")
     assert not (outside / "new.txt").exists()
 
 
-def test_symlink_inside_root_is_followed(ws: LocalWorkspace) -> None:
+def test_a_link_inside_root_is_not_followed_either(ws: LocalWorkspace) -> None:
     (ws.root / "real").mkdir()
+    (ws.root / "real" / "f").write_text("real")
     os.symlink(ws.root / "real", ws.root / "alias")
-    assert ws.resolve("alias/f") == ws.root / "real" / "f"
+    os.symlink("real/f", ws.root / "f-link")
+    assert ws.resolve("alias/f") == ws.root / "alias" / "f"
+    for path in ("alias/f", "f-link"):
+        with pytest.raises(WorkspacePathError, match="is a symbolic link; links are not followed"):
+            ws.read_text(path)
+        with pytest.raises(WorkspacePathError, match="is a symbolic link"):
+            ws.write_text(path, "x")
+    assert (ws.root / "real" / "f").read_text() == "real"
+    assert (ws.root / "f-link").is_symlink()
+
+
+def test_write_exclusive_and_mode_kept(ws: LocalWorkspace) -> None:
+    ws.write_text("new.txt", "one", exclusive=True)
+    with pytest.raises(FileExistsError):
+        ws.write_text("new.txt", "two", exclusive=True)
+    (ws.root / "new.txt").chmod(0o640)
+    ws.write_text("new.txt", "three")
+    assert ws.read_text("new.txt") == "three"
+    assert (ws.root / "new.txt").stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in ws.root.iterdir()) == ["new.txt"]  # no temporary left
+
+
+def test_current_dir_is_the_folder_itself_and_never_a_link(ws: LocalWorkspace) -> None:
+    ws.run("mkdir -p real/sub && ln -s real alias && cd alias/sub", timeout=10)
+    assert ws.current_dir() == ws.root / "real" / "sub"  # the shell saved the folder, not the link
+    for saved in (f"{ws.root}/alias/sub", "/etc", f"{ws.root}/../x", "relative", f"{ws.root}/gone"):
+        (ws.state_dir / "cwd").write_text(saved)
+        assert ws.current_dir() == ws.root, saved
+    (ws.state_dir / "cwd").write_text(f"{ws.root}/real/../real/sub")
+    assert ws.current_dir() == ws.root / "real" / "sub"
 
 
 def test_write_and_read_text(ws: LocalWorkspace) -> None:
