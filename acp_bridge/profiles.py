@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from workspaces.mounts import refusal
+
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 """Like a model profile name, without '/' and ':': the name is a URL segment
 (/api/teams/{id}/acp-agents/{name}) and follows 'acp:' in a policy's allowed_agent_kinds."""
@@ -99,7 +101,8 @@ class AcpProfile:
     source: Source = "preset"
     readonly: tuple[str, ...] = ()
     """Host paths the sandboxed agent sees read-only (its installation, its interpreter):
-    site profiles only, since a path names the worker's own disk."""
+    site profiles only, since a path names the worker's own disk; never one the sandbox
+    refuses (workspaces.mounts). A team's row has none, and its PATH adds none."""
     network: Literal["none", "host"] = "none"
     """"host" lets the agent reach its model's API, where the site and the team's policy
     allow a network at all (workspaces.sandbox.effective_network); else no network."""
@@ -282,6 +285,11 @@ def clean_readonly(value: Any) -> tuple[str, ...]:
         text = _text(item, "readonly path", MAX_ARG_CHARS)
         if not text.startswith("/") or ".." in text.split("/"):
             raise AcpProfileValueError(f"readonly path {text!r} must be absolute, without '..'.")
+        why = refusal(text)
+        if why:  # the sandbox would refuse it at every launch: say so at startup
+            raise AcpProfileValueError(
+                f"readonly path {text!r} cannot be shown to an agent: {why}."
+            )
         paths.append(text)
     return tuple(paths)
 

@@ -183,6 +183,19 @@ CANVAS_UNSANDBOXED_COMMANDS = _env_bool("CANVAS_UNSANDBOXED_COMMANDS", EMBEDDED)
 # A team policy's network="host" reaches the host's own services (Postgres, Redis) too.
 CANVAS_SANDBOX_ALLOW_HOST_NETWORK = _env_bool("CANVAS_SANDBOX_ALLOW_HOST_NETWORK", False)
 CANVAS_SANDBOX_READONLY_PATHS = _env_list("CANVAS_SANDBOX_READONLY_PATHS", "")
+
+
+def _check_sandbox_paths(paths: list[str]) -> None:
+    """A path no sandbox may mount (/, /etc, /var/run, this folder...) stops the server here."""
+    from workspaces.mounts import site_path_refusals
+
+    if refused := site_path_refusals(paths):
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured("CANVAS_SANDBOX_READONLY_PATHS: " + "; ".join(refused))
+
+
+_check_sandbox_paths(CANVAS_SANDBOX_READONLY_PATHS)
 # Docker workspaces (workspaces/docker.py): the default image, the images teams may choose
 # from (a policy's allowed_images narrows this list), and the site's resource limits, which a
 # team policy may only lower. Empty limits: no limit of the site's own.

@@ -27,6 +27,17 @@ group when its parent dies. Both rest on PR_SET_PDEATHSIG, which fires when the 
 process (`_spawn`), never by the pool thread that asked for it. What they cannot catch (a
 launcher killed on its own, a command that left its process group) recovery stops: see
 LocalWorkspace.stop_leftovers.
+
+What it mounts is chosen by the site, never by a team (workspaces.mounts): besides the system
+above, the site's CANVAS_SANDBOX_READONLY_PATHS and the spec's `readonly` and `writable`. Each of
+those is opened once (O_PATH) and judged by what the open descriptor really is, then bound by
+that descriptor (`--ro-bind-fd`, `--bind-fd`), so a path swapped for a link after the check
+binds nothing else. A path no sandbox may see (`/`, /proc, /sys, /dev, /run, /var/run,
+/var/lib, /etc, /tmp, the project's folder, a parent of one, or anything resolving to them) is
+refused with MountRefused naming it and why, whatever its origin: the command does not run
+(never a quiet drop, which would only move the failure somewhere less clear). canvas/settings.py
+checks the site setting at startup the same way. No host Unix socket (Postgres, Docker, Redis)
+is under a path that can be mounted, and with network "none" no TCP port either.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ import functools
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import threading
@@ -45,16 +57,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from workspaces.base import WorkspaceUnavailable
+from workspaces.mounts import SITE_SETTING, SYSTEM_DIRS, SYSTEM_PATH, refusal, site_paths
 
 logger = logging.getLogger(__name__)
 
 Network = Literal["none", "host"]
 
-PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+PATH = SYSTEM_PATH
 UNSANDBOXED_SETTING = "CANVAS_UNSANDBOXED_COMMANDS"
 
-# Top-level tool directories: on merged-/usr systems these are links into /usr.
-_SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # What tools need from /etc to resolve users, names and libraries, verify TLS and find the
 # Debian alternatives; nothing else (no /etc/ssl/private, no service configuration).
 _ETC = (
@@ -98,6 +109,10 @@ class SandboxUnavailable(WorkspaceUnavailable):
     """No working sandbox here, and the site does not allow unsandboxed commands."""
 
 
+class MountRefused(SandboxUnavailable):
+    """A mount no sandbox may have (see workspaces.mounts); the message names it and why."""
+
+
 @dataclass(frozen=True, slots=True)
 class SandboxSpec:
     cwd: Path
@@ -109,7 +124,8 @@ class SandboxSpec:
     network: Network = "none"
     readonly: tuple[Path, ...] = ()
     """Host paths the command sees read-only, at their own paths (beside /usr and
-    CANVAS_SANDBOX_READONLY_PATHS): an agent's interpreter and code, say."""
+    CANVAS_SANDBOX_READONLY_PATHS): what a site profile names, say. Never from a team's
+    PATH, command or args (workspaces.mounts)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +181,9 @@ class Launch:
 
 def prepare(spec: SandboxSpec, command: Sequence[str]) -> Launch:
     """The launch of `command` under `spec`. Raises SandboxUnavailable (naming the setting)
-    when there is no working sandbox and unsandboxed commands are not allowed."""
+    when there is no working sandbox and unsandboxed commands are not allowed, MountRefused
+    when the site or `spec` names a mount no sandbox may have, OSError for a missing one."""
+    check_mounts(spec)
     status = sandbox_status()
     if not status.available:
         if not unsandboxed_allowed():
@@ -177,7 +195,9 @@ def prepare(spec: SandboxSpec, command: Sequence[str]) -> Launch:
         return Launch(
             argv, dict(spec.env), str(spec.cwd), sandboxed=False, executable=sys.executable
         )
-    return _bwrap_launch(status.binary, spec, command, network=effective_network(spec.network))
+    return _bwrap_launch(
+        status.binary, spec, command, network=effective_network(spec.network), site=site_paths()
+    )
 
 
 def popen(spec: SandboxSpec, command: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
@@ -272,26 +292,93 @@ def _probe(binary: str) -> str:
 
 
 def _bwrap_launch(
-    binary: str, spec: SandboxSpec, command: Sequence[str], *, network: Network
-) -> Launch:
-    options = _bwrap_options(spec, network)
-    fd = os.memfd_create("bwrap-args")
+    binary: str, spec: SandboxSpec, command: Sequence[str], *, network: Network,
+    site: Sequence[str] = (),
+) -> Launch:  # fmt: skip
+    mounts, fds = _open_mounts(spec, site=site)
     try:
+        options = _bwrap_options(spec, network, mounts)
+        fd = os.memfd_create("bwrap-args")
+        fds.append(fd)
         os.write(fd, b"".join(arg.encode() + b"\0" for arg in options))
         os.lseek(fd, 0, os.SEEK_SET)
     except BaseException:
-        os.close(fd)
+        for open_fd in fds:
+            os.close(open_fd)
         raise
     # No --new-session: the caller's start_new_session already leaves any terminal behind
     # (so TIOCSTI has nothing to push into), and the command must stay in bwrap's process
     # group for a group kill to reach it.
     argv = ["bwrap", "--args", str(fd), *command]
-    return Launch(argv, {}, "/", pass_fds=(fd,), executable=binary)
+    return Launch(argv, {}, "/", pass_fds=tuple(fds), executable=binary)
 
 
-def _bwrap_options(spec: SandboxSpec, network: Network) -> list[str]:
-    from django.conf import settings
+def _refused(origin: str, path: str, why: str) -> MountRefused:
+    return MountRefused(f"{origin} path {path!r} cannot be mounted into a sandbox: {why}.")
 
+
+def check_mounts(spec: SandboxSpec) -> None:
+    """MountRefused when the site's read-only paths or the spec name a mount no sandbox may
+    have (judged by name: what a launch binds is judged again by its descriptor)."""
+    for origin, paths in (
+        (SITE_SETTING, site_paths()),
+        ("readonly", spec.readonly),
+        ("writable", spec.writable),
+    ):
+        for path in paths:
+            why = refusal(path)
+            if why:
+                raise _refused(origin, os.fspath(path), why)
+
+
+def _open_mount(origin: str, path: str, *, optional: bool) -> int | None:
+    """`path` opened (O_PATH) once its descriptor is judged fit to bind; None for a missing
+    optional one. The descriptor is what bwrap binds, so a later swap of the name is moot."""
+    if not os.path.isabs(path):  # never opened relative to whatever our cwd is
+        raise _refused(origin, path, "it is not an absolute path")
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if optional:
+            return None
+        raise
+    try:
+        kind = os.fstat(fd).st_mode
+        why = refusal(path, real=os.readlink(f"/proc/self/fd/{fd}"))
+        if not why and not (stat.S_ISDIR(kind) or stat.S_ISREG(kind)):
+            why = "it is neither a directory nor a regular file (a socket, say)"
+        if why:
+            raise _refused(origin, path, why)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _open_mounts(spec: SandboxSpec, *, site: Sequence[str]) -> tuple[list[str], list[int]]:
+    """bwrap options binding the site's read-only paths (missing ones skipped), `readonly`
+    and `writable`, each by descriptor, and those descriptors (the caller closes them)."""
+    opts: list[str] = []
+    fds: list[int] = []
+    try:
+        for origin, paths, option, optional in (
+            (SITE_SETTING, site, "--ro-bind-fd", True),
+            ("readonly", spec.readonly, "--ro-bind-fd", False),
+            ("writable", spec.writable, "--bind-fd", False),
+        ):
+            for path in map(os.fspath, paths):
+                fd = _open_mount(origin, path, optional=optional)
+                if fd is not None:
+                    fds.append(fd)
+                    opts += [option, str(fd), os.path.normpath(path)]
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return opts, fds
+
+
+def _bwrap_options(spec: SandboxSpec, network: Network, mounts: Sequence[str]) -> list[str]:
     opts = [
         "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
         "--unshare-cgroup-try", "--cap-drop", "ALL", "--die-with-parent",
@@ -301,7 +388,7 @@ def _bwrap_options(spec: SandboxSpec, network: Network) -> list[str]:
     ]  # fmt: skip
     if network == "none":
         opts.append("--unshare-net")
-    for path in _SYSTEM_DIRS:
+    for path in SYSTEM_DIRS:
         if os.path.islink(path):
             opts += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
@@ -311,13 +398,7 @@ def _bwrap_options(spec: SandboxSpec, network: Network) -> list[str]:
         path = f"/etc/{name}"
         if os.path.exists(path):
             opts += ["--ro-bind-try", path, path]
-    for path in settings.CANVAS_SANDBOX_READONLY_PATHS:
-        opts += ["--ro-bind-try", path, path]
-    for path in spec.readonly:
-        opts += ["--ro-bind", str(path), str(path)]
-    for path in spec.writable:
-        opts += ["--bind", str(path), str(path)]
-    opts += ["--chdir", str(spec.cwd), "--clearenv"]
+    opts += [*mounts, "--chdir", str(spec.cwd), "--clearenv"]
     for name, value in spec.env.items():
         opts += ["--setenv", name, value]
     return opts

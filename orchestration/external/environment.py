@@ -4,12 +4,13 @@ Literal values as written; a `SecretRef` as the named team secret's value (an er
 it when the team has no such secret); the profile's `secrets` under their own names when the
 team has them (those it lacks are remembered, to name them if the agent asks to
 authenticate). PATH and HOME come from the sandbox and the profile, never from the worker; in a
-container the image's own PATH and HOME stand unless the profile sets them.
+container the image's own PATH and HOME stand unless the profile sets them. A profile's PATH is
+only the agent's environment inside the sandbox: it shows nothing more (the command is found
+by orchestration.external.place, in what the sandbox already shows).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -23,8 +24,6 @@ class AgentEnvironment:
     env: dict[str, str] = field(default_factory=dict, repr=False)
     missing: tuple[str, ...] = ()
     """Secrets of `profile.secrets` the team does not have."""
-    readonly: tuple[str, ...] = ()
-    """Where a bare command was found on PATH: its directory, for the sandbox to show."""
     error: str | None = None
 
 
@@ -65,18 +64,4 @@ def agent_environment(
             env.setdefault(name, values[name])
         else:
             missing.append(name)
-    readonly = () if in_container else _command_dir(profile, env)
-    return AgentEnvironment(env=env, missing=tuple(missing), readonly=readonly)
-
-
-def _command_dir(profile: AcpProfile, env: dict[str, str]) -> tuple[str, ...]:
-    """A bare command outside the system directories (say /opt/agents/bin) is only visible in
-    the sandbox when its directory is; absolute commands are the profile's `readonly` job."""
-    if os.path.isabs(profile.command):
-        return ()
-    for directory in env.get("PATH", DEFAULT_PATH).split(os.pathsep):
-        candidate = os.path.join(directory, profile.command)
-        if os.access(candidate, os.X_OK):
-            real = os.path.dirname(os.path.realpath(candidate))
-            return tuple(dict.fromkeys([directory, real]))
-    return ()
+    return AgentEnvironment(env=env, missing=tuple(missing))

@@ -21,7 +21,6 @@ import queue
 import threading
 from pathlib import Path
 
-from acp_bridge.places import AgentPlace
 from acp_bridge.profiles import UnknownAcpProfileError, acp_profile_get
 from conversations import store
 from conversations.events import (
@@ -57,7 +56,7 @@ from ..workspace import workspace_of
 from .driver import Outgoing, TurnDriver, TurnRequest
 from .environment import AgentEnvironment, agent_environment
 from .permissions import PendingPermissions, closed_calls
-from .place import agent_place, in_container
+from .place import PlaceChoice, agent_place, in_container
 
 logger = logging.getLogger(__name__)
 
@@ -164,29 +163,28 @@ class AcpTurn:
             return
         if not self._fill():
             return
-        where = agent_place(self.conversation, policy=self.policy)
+        where = agent_place(self.conversation, policy=self.policy, profile=profile)
         if where.error is not None:
             self.fail("acp_start_failed", where.error, _reason("acp_start_failed"))
             return
         prompt = "\n\n".join(m.text for m in messages) if messages else CONTINUE_PROMPT
         self.append([AcpPromptEvent(message_ids=[m.id for m in messages])])
-        self._drive(profile, environment, prompt, where.place)
+        self._drive(profile, environment, prompt, where)
 
     def _drive(
-        self, profile, environment: AgentEnvironment, prompt: str, place: AgentPlace | None
+        self, profile, environment: AgentEnvironment, prompt: str, where: PlaceChoice
     ) -> None:
         previous = self._previous_session()
         request = TurnRequest(
-            command=profile.command, args=profile.args, env=environment.env,
-            workspace=self.workspace_root,
-            readonly=[Path(p) for p in (*profile.readonly, *environment.readonly)],
+            command=where.command, args=profile.args, env=environment.env,
+            workspace=self.workspace_root, readonly=[Path(p) for p in where.readonly],
             network=effective_network(
                 profile.network if self.policy.network == "host" else "none"
             ),
             prompt=prompt, replay=self._replay(prompt) if previous or self._earlier() else prompt,
             previous_session=previous, agent=profile.name, worker=worker_identity(),
             turn_timeout=float(profile.turn_timeout_seconds), default_mode=profile.default_mode,
-            missing_secrets=environment.missing, place=place,
+            missing_secrets=environment.missing, place=where.place,
         )  # fmt: skip
         driver = TurnDriver(request, redactor=self.redactor, conversation_id=self.conversation_id)
         permissions = PendingPermissions(self, driver)

@@ -4,8 +4,12 @@ where it runs, and what it may see.
 
 A stdio server gets PATH and the config's variables, nothing of the worker's; HOME and TMPDIR
 are a private directory the sandbox makes for it. It starts in the conversation's workspace (its
-one writable folder besides that home), sees what the site's CANVAS_SANDBOX_READONLY_PATHS and
-its own command's directory hold, and the team policy's network. A reference to a secret the
+one writable folder besides that home), sees the system dirs and the site's
+CANVAS_SANDBOX_READONLY_PATHS, and has the team policy's network. The team's command, args and
+PATH add no mount: the command is found in what the sandbox already shows
+(workspaces.mounts.command_in_view, never along the configured PATH, never in the workspace,
+where an agent could have planted it) and run by that absolute path; the configured PATH is
+only the server's own environment inside. A reference to a secret the
 conversation cannot use (none by that name, or outside an automation's allowed secrets) makes
 the server unavailable with a reason naming the secret, never a value.
 """
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from acp_bridge.profiles import EnvValue, SecretRef
+from workspaces.mounts import CommandRefused, command_in_view
 from workspaces.sandbox import Network
 
 from .rules import McpServerConfig
@@ -57,19 +62,6 @@ def _resolve(
     return resolved
 
 
-def _command_dirs(command: str, path: str) -> tuple[Path, ...]:
-    """A bare command outside the system directories is only visible in the sandbox when its
-    directory is; an absolute one's installation is the site's CANVAS_SANDBOX_READONLY_PATHS."""
-    if os.path.isabs(command):
-        return ()
-    for directory in path.split(os.pathsep):
-        candidate = os.path.join(directory, command)
-        if os.access(candidate, os.X_OK):
-            real = os.path.dirname(os.path.realpath(candidate))
-            return tuple(Path(d) for d in dict.fromkeys([directory, real]))
-    return ()
-
-
 def server_launch(
     config: McpServerConfig, *, secrets: Mapping[str, str], workspace: str | None,
     network: Network,
@@ -82,13 +74,11 @@ def server_launch(
     if not workspace or not os.path.isdir(workspace):
         raise LaunchError("the conversation has no workspace folder on this worker to start it in")
     env = {"PATH": DEFAULT_PATH, **_resolve(config.env, secrets, config.name, "env", used)}
-    command = config.command
-    if not os.path.isabs(command) and not _command_dirs(command, env["PATH"]):
-        raise LaunchError(f"the command {command!r} is not found on the worker")
-    if os.path.isabs(command) and not os.access(command, os.X_OK):
-        raise LaunchError(f"the command {command!r} is not an executable file on the worker")
+    try:
+        command = command_in_view(config.command)
+    except CommandRefused as exc:
+        raise LaunchError(str(exc)) from None
     launch = StdioLaunch(
-        command=command, args=config.args, env=env, cwd=Path(workspace),
-        readonly=_command_dirs(command, env["PATH"]), network=network,
-    )  # fmt: skip
+        command=command, args=config.args, env=env, cwd=Path(workspace), network=network
+    )
     return ServerLaunch(config, stdio=launch, secrets_used=used)

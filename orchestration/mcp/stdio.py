@@ -33,6 +33,7 @@ class StdioLaunch:
     env: Mapping[str, str] = field(repr=False)
     cwd: Path
     readonly: Sequence[Path] = ()
+    """Host paths to show read-only: the site's choice only (server_launch names none)."""
     network: Network = "none"
 
 

@@ -1,0 +1,149 @@
+"""What a sandbox may see: the paths no sandbox ever mounts, and the one way a command is found.
+
+The site chooses mounts; a team chooses nothing the host sees. A sandbox (workspaces.sandbox)
+shows the system's tool directories, the site's CANVAS_SANDBOX_READONLY_PATHS, what a *site*
+ACP profile names in `readonly`, and read-write the workspace and a private home. A team's
+PATH, command or args add nothing to that.
+
+`refusal(path)` says why a path may not be a mount, whatever its origin (site setting, site
+profile, spec): `/` and the project's own folder (settings.BASE_DIR), /tmp and /var/tmp, or any
+parent of them; /proc, /sys, /dev, /run, /var/run, /var/lib, /etc or anything inside them
+(/proc/1/root is the host's root, /var/run/postgresql and /var/run/docker.sock are sockets a
+read-only bind does not stop); judged on the path as written and on its real path. The
+sandbox refuses such a mount with an error naming the path and why (MountRefused), never by
+dropping it quietly; `site_path_refusals` lets the settings module stop at startup instead.
+
+`command_in_view(command)` is the absolute path a command runs as: a bare name is looked up
+in the sandbox's system PATH and in the site's read-only paths (each, and its bin/), never in
+a PATH entry a team wrote; an absolute path must lie, as written and once resolved, in that
+view. A directory, a file in the workspace or anything else the sandbox does not show is
+refused with CommandRefused. The caller then runs that path, so a team's PATH (still set as
+the process's environment) cannot pick a file an agent planted in the workspace.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+"""Top-level tool directories: on merged-/usr systems these are links into /usr."""
+SITE_SETTING = "CANVAS_SANDBOX_READONLY_PATHS"
+
+_NEVER_INSIDE = ("/proc", "/sys", "/dev", "/run", "/var/run", "/var/lib", "/etc")
+"""Neither these nor anything under them: the host's processes, devices, sockets, config."""
+_NEVER_WHOLE = ("/", "/tmp", "/var/tmp")
+"""Not these themselves (nor a parent): every other tree, or every socket left in a tmp dir."""
+
+
+class CommandRefused(ValueError):
+    """The command is not a file the sandbox shows; the message names it and why."""
+
+
+def _project_dirs() -> tuple[str, ...]:
+    dirs = [str(Path(__file__).resolve().parent.parent)]
+    from django.conf import settings
+
+    if settings.configured and getattr(settings, "BASE_DIR", None):
+        dirs.append(str(settings.BASE_DIR))
+    return tuple(dirs)
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _forbidden(path: str) -> str | None:
+    for never in _NEVER_INSIDE:
+        for name in dict.fromkeys([never, os.path.realpath(never)]):
+            if _under(path, name):
+                return f"it is inside {name}, which no sandbox sees"
+            if _under(name, path):
+                return f"it holds {name}, which no sandbox sees"
+    for whole in (*_NEVER_WHOLE, *_project_dirs()):
+        for name in dict.fromkeys([whole, os.path.realpath(whole)]):
+            if _under(name, path):
+                what = "the project's own folder" if whole not in _NEVER_WHOLE else name
+                return f"it is or holds {what}"
+    return None
+
+
+def refusal(path: str | os.PathLike[str], *, real: str | None = None) -> str | None:
+    """Why `path` may not be mounted into a sandbox, or None. `real`: its real path when the
+    caller already holds it open (judged instead of resolving the name again)."""
+    text = os.fspath(path)
+    if not os.path.isabs(text):
+        return "it is not an absolute path"
+    for candidate in dict.fromkeys([os.path.normpath(text), real or os.path.realpath(text)]):
+        why = _forbidden(candidate)
+        if why:
+            shown = "" if candidate == text else f" (it resolves to {candidate})"
+            return f"{why}{shown}"
+    return None
+
+
+def site_path_refusals(paths: Iterable[str]) -> list[str]:
+    """`path: why` for each site read-only path no sandbox may mount (empty when all may)."""
+    return [f"{path}: {why}" for path in paths if (why := refusal(path))]
+
+
+def site_paths() -> tuple[str, ...]:
+    """The site's CANVAS_SANDBOX_READONLY_PATHS."""
+    from django.conf import settings
+
+    return tuple(getattr(settings, SITE_SETTING, ()) or ())
+
+
+def view_roots(readonly: Sequence[str | os.PathLike[str]] = ()) -> tuple[str, ...]:
+    """The host paths a sandbox shows read-only (its system dirs, the site's paths and
+    `readonly`), each normalised; any a sandbox would refuse left out."""
+    roots = ["/usr", *SYSTEM_DIRS, *site_paths(), *map(os.fspath, readonly)]
+    return tuple(
+        os.path.normpath(root) for root in dict.fromkeys(roots) if root and not refusal(root)
+    )
+
+
+def _in_view(path: str, roots: Sequence[str]) -> bool:
+    """`path` lies in the view both as written and resolved (the bind is at the written path;
+    what is read is the resolved file)."""
+    real = os.path.realpath(path)
+    return any(_under(os.path.normpath(path), root) for root in roots) and any(
+        _under(real, os.path.realpath(root)) for root in roots
+    )
+
+
+def _runnable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def command_in_view(command: str, *, readonly: Sequence[str | os.PathLike[str]] = ()) -> str:
+    """The absolute path `command` runs as in a sandbox that shows `readonly` besides the
+    system dirs and the site's read-only paths. Raises CommandRefused, naming the command."""
+    roots = view_roots(readonly)
+    if os.path.isabs(command):
+        if os.path.isdir(command):
+            raise CommandRefused(f"the command {command!r} is a directory, not a program")
+        if not _in_view(command, roots):
+            raise CommandRefused(
+                f"the command {command!r} is not in what the sandbox shows (/usr, /bin, /lib* "
+                f"and the site's {SITE_SETTING}): a site administrator can add its installation"
+            )
+        if not _runnable(command):
+            raise CommandRefused(f"the command {command!r} is not an executable file")
+        return os.path.normpath(command)
+    if not command or "/" in command or command in (".", ".."):
+        raise CommandRefused(f"the command {command!r} is neither a program name nor a path")
+    dirs = [*SYSTEM_PATH.split(os.pathsep)]
+    for root in roots:
+        dirs += [root, os.path.join(root, "bin")]
+    for directory in dict.fromkeys(dirs):
+        candidate = os.path.join(directory, command)
+        if _runnable(candidate) and _in_view(candidate, roots):
+            return candidate
+    raise CommandRefused(
+        f"the command {command!r} is not found in the sandbox's system PATH or the site's "
+        f"{SITE_SETTING} (a PATH in the configuration is not searched: name the program by "
+        "its absolute path, or ask a site administrator to add its installation)"
+    )
