@@ -19,6 +19,9 @@ import uuid
 from pathlib import Path
 from typing import IO
 
+from workspaces import fs
+from workspaces.base import WorkspacePathError
+
 OUTPUTS_DIR = ".agent-outputs"
 OUTPUT_NAME = re.compile(r"^\d{8}T\d{6}-[0-9a-f]{8}\.log$")
 """An output file's name: when it started, and a random part."""
@@ -60,20 +63,17 @@ class OutputSpool:
         return self._file is not None
 
     def _open(self) -> IO[bytes] | None:
-        area = self._root / OUTPUTS_DIR
+        # By handle (workspaces.fs): the agent may swap the area for a link at any moment.
         try:
-            if area.is_symlink():  # the agent's own link: never write through it
-                raise OSError("the output area is a symbolic link")
-            area.mkdir(exist_ok=True)
-            _prune(area)
-            fd = os.open(area / self.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                         0o644)  # fmt: skip
-            if self._owner is not None:
-                with contextlib.suppress(OSError):
-                    os.fchown(fd, *self._owner)
-                    os.chown(area, *self._owner)
-            return os.fdopen(fd, "wb")
-        except OSError:
+            with fs.open_dir(self._root, [OUTPUTS_DIR], create=True) as area:
+                _prune(area)
+                fd = fs.create_file_at(area, self.name, self.relative, mode=0o644)
+                if self._owner is not None:
+                    with contextlib.suppress(OSError):
+                        os.fchown(fd, *self._owner)
+                        os.fchown(area, *self._owner)
+                return os.fdopen(fd, "wb")
+        except (OSError, WorkspacePathError):
             self.failed = True  # the observation still has head and tail; say nothing more
             return None
 
@@ -118,10 +118,12 @@ class OutputSpool:
         )
 
 
-def _prune(area: Path) -> None:
-    """Keep the newest KEEP_FILES - 1 outputs, making room for the one being opened."""
+def _prune(area: int) -> None:
+    """Keep the newest KEEP_FILES - 1 outputs in the open area, making room for the one being
+    opened."""
     try:
-        entries = [e for e in os.scandir(area) if e.is_file(follow_symlinks=False)]
+        with os.scandir(area) as it:
+            entries = [e for e in it if e.is_file(follow_symlinks=False)]
     except OSError:
         return
 
@@ -134,4 +136,4 @@ def _prune(area: Path) -> None:
     entries.sort(key=age, reverse=True)  # newest first (names share a second)
     for entry in entries[KEEP_FILES - 1 :]:
         with contextlib.suppress(OSError):
-            os.unlink(entry.path)
+            os.unlink(entry.name, dir_fd=area)

@@ -1,6 +1,6 @@
 """The file tools on a Docker workspace: the agent sees its files at /workspace, and every way
 out (`..`, another absolute path, a link made inside the container, a NUL byte) is refused with
-a clear error, as in a local workspace."""
+a clear error, as in a local workspace: a link is never followed on the host."""
 
 from __future__ import annotations
 
@@ -46,6 +46,45 @@ def test_every_way_out_is_refused(ws: DockerWorkspace, tmp_path: Path, command, 
     ws.run("ln -s /etc link", timeout=30)  # made inside the container: /etc of the container
     result = edit(ws, command, path, file_text="x", old_str="root", new_str="y")
     assert result.is_error
-    assert "outside the workspace" in result.content or "not a valid path" in result.content
+    assert any(
+        why in result.content
+        for why in ("outside the workspace", "not a valid path", "is a symbolic link")
+    ), result.content
     assert str(ws.root) not in result.content  # the agent is told its own paths, not the host's
     assert not (tmp_path / "outside.txt").exists()
+
+
+def test_the_container_cwd_is_used_and_links_are_refused(ws: DockerWorkspace) -> None:
+    ws.run("mkdir -p real/sub && ln -s real alias && cd alias/sub && echo hi > f.txt", timeout=30)
+    assert ws.current_dir() == ws.root / "real" / "sub"  # the folder, never the link
+    result = edit(ws, "view", "f.txt")
+    assert not result.is_error and "hi" in result.content, result.content
+    refused = edit(ws, "view", "/workspace/alias/sub/f.txt")
+    assert refused.is_error and "'alias' is a symbolic link" in refused.content
+    assert str(ws.root) not in refused.content
+
+
+def test_file_tools_map_container_paths_without_an_engine(tmp_path: Path) -> None:
+    """Reading, writing and the saved cwd never need the engine: the host folder, by handle."""
+    ws = DockerWorkspace(
+        tmp_path / "root", tmp_path / "state", conversation_id="c-files", team_id=7,
+        image="unused", client_factory=_no_engine,
+    )  # fmt: skip
+    (ws.root / "real" / "sub").mkdir(parents=True)
+    (ws.root / "alias").symlink_to("real")
+    (ws.state_dir / "cwd").write_text("/workspace/real/sub")
+    assert ws.current_dir() == ws.root / "real" / "sub"
+    assert not edit(ws, "create", "new.txt", file_text="one\n").is_error
+    assert (ws.root / "real" / "sub" / "new.txt").read_text() == "one\n"
+    assert "one" in edit(ws, "view", "/workspace/real/sub/new.txt").content
+    for saved in ("/workspace/alias/sub", "/etc", "/workspace/../etc", str(ws.root / "real")):
+        (ws.state_dir / "cwd").write_text(saved)
+        assert ws.current_dir() == ws.root, saved
+    refused = edit(ws, "create", "/workspace/alias/x.txt", file_text="x")
+    assert refused.is_error and "'alias' is a symbolic link" in refused.content
+    assert str(ws.root) not in refused.content and "/workspace/alias/x.txt" in refused.content
+    assert not (ws.root / "real" / "x.txt").exists()
+
+
+def _no_engine() -> Any:
+    raise AssertionError("the file tools must not need the Docker engine")
