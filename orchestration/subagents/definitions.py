@@ -7,7 +7,6 @@ caller); and Markdown files with YAML front matter in the workspace's `.agents/a
     name: reviewer
     description: Reviews a diff and reports problems.
     tools: [terminal, think, finish]
-    model: fast
     max_iterations: 20
     ---
     The body: instructions appended to the child's system prompt.
@@ -18,6 +17,15 @@ problem in words, never an exception. A definition can only narrow a child's too
 the parent's, within the policy's, within the definition's (`resolve_child`), and a workspace
 file cannot take the name of a built-in or team definition.
 
+Repository files only narrow. A workspace file never chooses a model: its `model:` is ignored
+(the child runs on its parent's), and a note saying so is appended to the description the
+parent's model reads and kept in `notes` for the child's system prompt (spawn.py). Its
+`max_iterations` is capped at the parent's run limit (spawn.py), its tools are narrowed as
+above, and a file asking for secrets or environment is refused with the reason: a child has
+exactly its parent's secrets. Only the team's own definitions (team_agents.py, written by its
+admins) may choose a model. A workspace description is escaped (common.untrusted), so it
+opens or closes no tag in the tool listing.
+
 Pure: no ORM, so workers and tests use it directly.
 """
 
@@ -25,12 +33,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
+from common.untrusted import escape_untrusted
 from workspaces import browse
 from workspaces.base import DirEntry, WorkspacePathError
 
@@ -50,6 +59,12 @@ MCP_PREFIX = "mcp__"
 SPAWNING_TOOLS = frozenset({"task", "delegate", "workflow"})
 """Tools that spawn children: a child gets them only while the depth limit allows."""
 FIELDS = frozenset({"name", "description", "tools", "model", "max_iterations"})
+REFUSED_FIELDS = {
+    "secrets": "a repository file cannot reach secrets (a sub-agent has its parent's)",
+    "env": "a repository file cannot set a sub-agent's environment or reach secrets",
+}
+"""Fields other agents' files use for what a repository file may never have: the file is
+refused with the reason rather than run without them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +75,7 @@ class AgentDefinition:
     tools: tuple[str, ...] | None
     """At most these tools (still within the parent's and the policy's); None: the parent's."""
     model: str | None
-    """A model profile name; None: the parent's."""
+    """A model profile name; None: the parent's. Always None for a workspace file's."""
     max_iterations: int | None
     """None: the child's share of the parent's budget decides."""
     instructions: str
@@ -69,6 +84,11 @@ class AgentDefinition:
     acp_agent: str | None = None
     """An external agent's ACP profile: the child is that agent's conversation (no model,
     tools or system prompt of ours), its last message the answer (acp_types.py)."""
+    path: str = ""
+    """A workspace definition's file, relative to the workspace root."""
+    notes: tuple[str, ...] = ()
+    """What of a workspace file was ignored (its `model`), escaped, for the parent's model
+    (in the description), the child's system prompt and the person reading either."""
 
 
 GENERAL = AgentDefinition(
@@ -171,6 +191,9 @@ def parse_definition(text: str, *, source: Source = "workspace") -> AgentDefinit
         raise DefinitionError("its front matter is nested too deeply") from None
     if not isinstance(meta, dict):
         raise DefinitionError("its front matter must be a mapping of fields (name: ...)")
+    refused = next((k for k in REFUSED_FIELDS if k in meta), None)
+    if source == "workspace" and refused is not None:
+        raise DefinitionError(f"'{refused}' is not allowed: {REFUSED_FIELDS[refused]}")
     unknown = sorted(str(k)[:40] for k in meta if k not in FIELDS)
     if unknown:
         raise DefinitionError(
@@ -182,7 +205,7 @@ def parse_definition(text: str, *, source: Source = "workspace") -> AgentDefinit
             "'name' must be 1 to 64 lowercase letters, digits, '-' or '_', starting with a "
             "letter or digit"
         )
-    return AgentDefinition(
+    definition = AgentDefinition(
         name=name,
         description=_text(meta, "description", MAX_DESCRIPTION_CHARS, required=True) or "",
         tools=_tools(meta.get("tools")),
@@ -191,6 +214,22 @@ def parse_definition(text: str, *, source: Source = "workspace") -> AgentDefinit
         instructions=body.strip(),
         source=source,
     )
+    return _narrowed(definition) if source == "workspace" else definition
+
+
+def _narrowed(definition: AgentDefinition) -> AgentDefinition:
+    """A workspace file's definition as it may take effect: no model of its own (a note says
+    so) and a description that opens or closes no tag."""
+    notes: tuple[str, ...] = ()
+    if definition.model is not None:
+        notes = (
+            f"its model {escape_untrusted(repr(definition.model))} is ignored: a repository "
+            "file cannot choose a model, so this sub-agent runs on its parent's",
+        )
+    description = escape_untrusted(definition.description)
+    if notes:
+        description += f" (Note: {'; '.join(notes)}.)"
+    return replace(definition, model=None, description=description, notes=notes)
 
 
 # --- a workspace's files ----------------------------------------------------------------------
@@ -243,7 +282,7 @@ def _read(root: Path, shown: str, entry: DirEntry) -> AgentDefinition:
         raise DefinitionError(f"not read: {exc}") from None
     if view.text is None:  # binary, or grown past the browser's own limit since the listing
         raise DefinitionError(f"not read: {view.summary}")
-    return parse_definition(view.text, source="workspace")
+    return replace(parse_definition(view.text, source="workspace"), path=shown)
 
 
 # --- what a parent may spawn ------------------------------------------------------------------

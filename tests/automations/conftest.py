@@ -10,6 +10,7 @@ from django.test import Client
 
 from automations import services
 from automations.signatures import sign_github, sign_timestamped
+from automations.templating import PAYLOAD_NOTE
 
 PULL_REQUEST_OPENED = {
     "action": "opened",
@@ -32,7 +33,13 @@ TEMPLATE = (
     "({{ payload.pull_request.title }}) by {{ payload.pull_request.user.login }}, "
     "first label {{ payload.pull_request.labels.0.name }}."
 )
-RENDERED = "Review acme/web#42 (Fix the flaky login test) by octocat, first label tests."
+RENDERED = (
+    "Review <untrusted_payload>acme/web</untrusted_payload>#<untrusted_payload>42"
+    "</untrusted_payload> (<untrusted_payload>Fix the flaky login test</untrusted_payload>) by "
+    "<untrusted_payload>octocat</untrusted_payload>, first label "
+    "<untrusted_payload>tests</untrusted_payload>." + PAYLOAD_NOTE
+)
+"""The payload's values quoted as untrusted, the template's own words as they are."""
 
 
 @pytest.fixture

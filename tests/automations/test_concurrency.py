@@ -59,7 +59,8 @@ def test_queue_starts_the_next_run_when_the_previous_ends(make_automation, dispa
     start_pending_runs(grace_seconds=0)
     assert statuses(automation) == ["finished", "finished", "finished"]
     prompts = automation.runs.order_by("id").values_list("prompt", flat=True)
-    assert [f"PR {n} reviewed" in p for n, p in enumerate(prompts, start=1)] == [True] * 3
+    assert [f"PR <untrusted_payload>{n}</untrusted_payload> reviewed" in p
+            for n, p in enumerate(prompts, start=1)] == [True] * 3  # fmt: skip
 
 
 def test_cancel_stops_the_previous_conversation_then_starts(make_automation, dispatched):

@@ -103,7 +103,10 @@ def test_a_five_minute_schedule_fires_at_its_slot_and_not_again(make_schedule, d
     )  # fmt: skip
     assert run.payload == {"slot": "2026-01-05T08:00:00+00:00", "automation": "report",
                            "scheduled_for": "2026-01-05T08:00:00+00:00"}  # fmt: skip
-    assert "report for 2026-01-05T08:00:00+00:00 (report)" in run.prompt
+    assert (
+        "report for <untrusted_payload>2026-01-05T08:00:00+00:00</untrusted_payload> "
+        "(<untrusted_payload>report</untrusted_payload>)" in run.prompt
+    )
     assert run.conversation_id is not None
     automation.refresh_from_db()
     assert automation.last_slot_at == at(8, 0)
@@ -120,7 +123,10 @@ def test_the_time_zone_decides_when_nine_oclock_is(make_schedule, dispatched):
     assert fire_schedules(now=at(8, 0, 5)) == 1
     assert (keys(paris), keys(utc)) == (["slot:2026-01-05T08:00:00+00:00"], [])
     assert paris.runs.get().payload["scheduled_for"] == "2026-01-05T09:00:00+01:00"
-    assert "report for 2026-01-05T09:00:00+01:00 (paris)" in paris.runs.get().prompt
+    assert (
+        "report for <untrusted_payload>2026-01-05T09:00:00+01:00</untrusted_payload> "
+        "(<untrusted_payload>paris</untrusted_payload>)" in paris.runs.get().prompt
+    )
 
     assert fire_schedules(now=at(9, 0, 5)) == 1
     assert (len(keys(paris)), keys(utc)) == (1, ["slot:2026-01-05T09:00:00+00:00"])

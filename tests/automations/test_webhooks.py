@@ -15,6 +15,7 @@ from automations import runs
 from automations.models import Automation, AutomationRun
 from automations.runs import start_pending_runs
 from automations.signatures import sign_github, sign_timestamped
+from automations.templating import PAYLOAD_NOTE
 from conversations import store
 from conversations.models import Conversation
 from tests.runs import drive, script
@@ -48,7 +49,9 @@ def test_a_signed_github_pull_request_starts_a_conversation_with_the_rendered_pr
     assert body["conversation_id"] == str(run.conversation_id)
     assert run.status == "started" and run.started_at is not None
     assert run.prompt == RENDERED and run.payload == PULL_REQUEST_OPENED
-    assert run.delivery_key == "github:d-1" and run.trigger == "webhook"
+    body_mac = sign_github(secret, json.dumps(PULL_REQUEST_OPENED).encode())
+    assert run.delivery_key == body_mac.replace("=", ":") and run.trigger == "webhook"
+    assert run.headers["X-Github-Delivery"] == "d-1"  # kept for people, never the key
     assert run.headers["X-Hub-Signature-256"] == "[redacted]"
     assert run.headers["X-Github-Event"] == "pull_request"
     assert secret not in json.dumps(run.headers)
@@ -102,7 +105,7 @@ def test_a_stale_timestamp_is_401(hook):
     assert conversations() == 0
 
 
-def test_a_repeated_github_delivery_id_starts_nothing(hook):
+def test_a_repeated_github_delivery_starts_nothing(hook):
     automation, secret = hook
     first = github_post(Client(), automation.pk, secret, PULL_REQUEST_OPENED, delivery="same")
     again = github_post(Client(), automation.pk, secret, PULL_REQUEST_OPENED, delivery="same")
@@ -172,8 +175,7 @@ def test_over_the_rate_limit_is_429(hook, settings):
     settings.CANVAS_WEBHOOK_RATE_PER_MINUTE = 2
     automation, secret = hook
     answers = [
-        github_post(Client(), automation.pk, secret, {"action": "closed"}, delivery=f"d{i}")
-        for i in range(3)
+        github_post(Client(), automation.pk, secret, {"action": "closed", "n": i}) for i in range(3)
     ]
     assert [a.status_code for a in answers[:2]] != [429, 429]
     assert answers[2].status_code == 429 and int(answers[2]["Retry-After"]) >= 1
@@ -285,7 +287,9 @@ def test_end_to_end_a_pull_request_runs_to_finished(make_automation, dispatched)
     conversation = Conversation.objects.get(pk=response.json()["conversation_id"])
     assert conversation.status == "finished"
     messages = user_messages(conversation.pk)
-    assert json.loads(messages[0]) == json.loads(script({"say": "Reviewed acme/web PR 42"}))
+    said = ("Reviewed <untrusted_payload>acme/web</untrusted_payload> PR "
+            "<untrusted_payload>42</untrusted_payload>")  # fmt: skip
+    assert messages[0] == script({"say": said}) + PAYLOAD_NOTE
     start_pending_runs(grace_seconds=0)
     run = AutomationRun.objects.get()
     assert run.status == "finished" and run.finished_at is not None

@@ -49,12 +49,15 @@ def definition(name: str, source: str = "team", tools=None) -> AgentDefinition:
 # --- parsing ----------------------------------------------------------------------------------
 
 
-def test_a_file_gives_every_field_and_the_body_as_instructions():
+def test_a_file_gives_every_field_and_the_body_as_instructions_but_never_a_model():
     parsed = parse_definition(REVIEWER)
+    note = ("its model 'fast' is ignored: a repository file cannot choose a model, so this "
+            "sub-agent runs on its parent's")  # fmt: skip
     assert parsed == AgentDefinition(
-        name="reviewer", description="Reviews a diff.", tools=("terminal", "think", "finish"),
-        model="fast", max_iterations=20,
+        name="reviewer", description=f"Reviews a diff. (Note: {note}.)",
+        tools=("terminal", "think", "finish"), model=None, max_iterations=20,
         instructions="Read the diff first.\n\nReport problems as a list.", source="workspace",
+        notes=(note,),
     )  # fmt: skip
 
 
