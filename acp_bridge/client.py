@@ -2,8 +2,10 @@
 drives it).
 
 The client serves the agent's file system and terminal requests from one workspace root and
-nothing else: paths are resolved through symlinks and refused when they land outside the root
-or contain `..` (a container agent's `/workspace/...` paths are read as the host folder's);
+nothing else: a path is read from its text alone, refused when it leaves the root or contains
+`..` (a container agent's `/workspace/...` paths are read as the host folder's), and files are
+opened by handle through workspaces.fs, so a symbolic link anywhere in it is refused, never
+followed, even if the agent swaps one in while we open it;
 terminals run where the agent does (acp_bridge.places: under the sandbox launcher, or in the
 container). `session/update` notifications are kept raw (the SDK's typed update models) in
 arrival order per session id; updates for a session id not yet returned by `session/new` are
@@ -46,8 +48,9 @@ from acp.schema import (
 )
 
 from acp_bridge.places import AgentPlace, AgentTerminal, SandboxPlace
+from workspaces import fs
 from workspaces.base import WorkspacePathError, WorkspaceUnavailable
-from workspaces.browse import parts_of
+from workspaces.fs import parts_of
 
 logger = logging.getLogger(__name__)
 
@@ -64,31 +67,33 @@ CLIENT_CAPABILITIES = ClientCapabilities(
 MAX_TERMINALS = 32
 """Open terminals per agent: each holds a sandboxed process and its output in memory."""
 CLIENT_INFO = Implementation(name="agent-canvas", title="Agent Canvas", version="0.1.0")
+MAX_READ_BYTES = 32 * 1024 * 1024
+"""The largest file fs/read_text_file reads (a larger one is refused with its size)."""
 
 
-def resolve_inside(root: Path, path: str, *, agent_root: str | None = None) -> Path:
-    """The real path of `path` (absolute, as ACP sends it, or relative to `root`) when it stays
-    inside `root` after following symlinks; WorkspacePathError otherwise, or on any `..`.
+def parts_inside(root: Path, path: str, *, agent_root: str | None = None) -> list[str]:
+    """`path` (absolute, as ACP sends it, or relative to `root`) as components under `root`,
+    from its text alone: WorkspacePathError when it is elsewhere or holds any `..`. Nothing on
+    disk is looked at; open the result with workspaces.fs, which refuses links.
 
     `agent_root` is where the agent sees `root` when that is elsewhere (a container's
     /workspace): its absolute paths are read from there, and refusals name it, never `root`."""
     if "\0" in path:
         raise WorkspacePathError("path contains a NUL byte")
-    shown = agent_root or str(root)
-    if os.path.isabs(path):
-        if ".." in path.split("/"):
-            raise WorkspacePathError(f"path {path!r} may not contain '..'")
-        joined = path
-        if agent_root is not None and agent_root != str(root):
-            if path != agent_root and not path.startswith(agent_root.rstrip("/") + "/"):
-                raise WorkspacePathError(f"path {path!r} is outside the workspace ({shown})")
-            joined = os.path.join(root, *parts_of(path[len(agent_root) :].lstrip("/")))
-    else:
-        joined = os.path.join(root, *parts_of(path))
-    real = Path(os.path.realpath(joined))
-    if not real.is_relative_to(root):
-        raise WorkspacePathError(f"path {path!r} is outside the workspace ({shown})")
-    return real
+    if not os.path.isabs(path):
+        return parts_of(path)
+    if ".." in path.split("/"):
+        raise WorkspacePathError(f"path {path!r} may not contain '..'")
+    base = agent_root if agent_root is not None else str(root)
+    if path != base and not path.startswith(base.rstrip("/") + "/"):
+        raise WorkspacePathError(f"path {path!r} is outside the workspace ({base})")
+    return parts_of(path[len(base) :].lstrip("/"))
+
+
+def resolve_inside(root: Path, path: str, *, agent_root: str | None = None) -> Path:
+    """The host path `parts_inside` names (lexical: it may pass a link), for a terminal's cwd,
+    which the sandbox enters; never open a file by it."""
+    return root.joinpath(*parts_inside(root, path, agent_root=agent_root))
 
 
 def _refuse(exc: Exception) -> RequestError:
@@ -195,14 +200,15 @@ class WorkspaceClient:
         **kwargs: Any,
     ) -> ReadTextFileResponse:
         try:
-            target = resolve_inside(self.root, path, agent_root=self.agent_root)
-            text = await asyncio.to_thread(target.read_text, encoding="utf-8", errors="replace")
-        except WorkspacePathError as exc:
+            parts = parts_inside(self.root, path, agent_root=self.agent_root)
+            data = await asyncio.to_thread(fs.read_bytes, self.root, parts, limit=MAX_READ_BYTES)
+        except (WorkspacePathError, fs.FileTooLarge) as exc:
             raise _refuse(exc) from None
         except FileNotFoundError:
             raise RequestError.resource_not_found(path) from None
         except OSError as exc:
             raise RequestError.internal_error({"details": f"{path}: {exc.strerror}"}) from None
+        text = data.decode("utf-8", errors="replace")
         if line is None and limit is None:
             return ReadTextFileResponse(content=text)
         lines = text.splitlines(keepends=True)
@@ -214,9 +220,13 @@ class WorkspaceClient:
         self, session_id: str, path: str, content: str, **kwargs: Any
     ) -> WriteTextFileResponse:
         try:
-            target = resolve_inside(self.root, path, agent_root=self.agent_root)
-            await asyncio.to_thread(_write, target, content, self.root, self.place.file_owner())
-        except WorkspacePathError as exc:
+            parts = parts_inside(self.root, path, agent_root=self.agent_root)
+            data = content.encode("utf-8")
+            await asyncio.to_thread(
+                fs.write_owned, self.root, parts, data, owner=self.place.file_owner(),
+                make_parents=True,
+            )  # fmt: skip
+        except (WorkspacePathError, UnicodeEncodeError) as exc:
             raise _refuse(exc) from None
         except OSError as exc:
             raise RequestError.internal_error({"details": f"{path}: {exc.strerror}"}) from None
@@ -315,19 +325,3 @@ class WorkspaceClient:
 
     def on_connect(self, conn: Any) -> None:
         """The SDK hands us the agent proxy; AcpSession keeps it instead."""
-
-
-def _write(target: Path, content: str, root: Path, owner: tuple[int, int] | None) -> None:
-    """Write `target`; with `owner`, what this creates (the file, missing directories up to
-    `root`) is given to it, so an agent in a container (another uid) can change it later."""
-    created = [p for p in (target, *target.parents) if p.is_relative_to(root) and not p.exists()]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # O_NOFOLLOW: a link planted after resolve_inside checked the path is not written through.
-    fd = os.open(
-        target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
-    )
-    with open(fd, "w", encoding="utf-8", newline="") as f:
-        f.write(content)
-    if owner is not None:
-        for made in created:
-            os.lchown(made, *owner)

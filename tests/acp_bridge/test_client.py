@@ -21,7 +21,7 @@ from acp.schema import (
     ToolCallStart,
 )
 
-from acp_bridge.client import resolve_inside
+from acp_bridge.client import parts_inside, resolve_inside
 from acp_bridge.process import AgentCrashed, AgentProtocolError, AgentTimeout
 from acp_bridge.session import AcpSession
 from acp_bridge.terminals import truncate_front
@@ -159,7 +159,8 @@ async def test_write_inside_works_and_outside_is_refused(workspace, tmp_path) ->
             await s.prompt(f"write {path} nope")
             reply = last_json(s)
             assert reply["error"] == -32602, path
-            assert "workspace" in reply["data"]["details"] or ".." in reply["data"]["details"]
+            details = reply["data"]["details"]
+            assert any(why in details for why in ("workspace", "..", "'link' is a symbolic link"))
         await s.prompt("read /etc/hostname")
         assert last_json(s)["error"] == -32602
     assert not outside.exists()
@@ -168,11 +169,34 @@ async def test_write_inside_works_and_outside_is_refused(workspace, tmp_path) ->
 def test_resolve_inside(tmp_path) -> None:
     root = tmp_path.resolve()
     (root / "d").mkdir()
+    (root / "link").symlink_to(tmp_path.parent)
     assert resolve_inside(root, str(root / "d/x")) == root / "d/x"
     assert resolve_inside(root, "d/x") == root / "d/x"
-    for bad in ("../x", "/etc/passwd", f"{root}/d/../x", "a\0b"):
+    assert parts_inside(root, str(root)) == []
+    assert parts_inside(root, "link/x") == ["link", "x"]  # from the text: opening it refuses
+    for bad in ("../x", "/etc/passwd", f"{root}/d/../x", "a\0b", f"{root}x/y"):
         with pytest.raises(WorkspacePathError):
             resolve_inside(root, bad)
+
+
+async def test_reads_and_writes_refuse_links_even_inside(workspace, tmp_path) -> None:
+    (workspace / "real").mkdir()
+    (workspace / "real" / "f.txt").write_text("real")
+    (workspace / "alias").symlink_to("real")
+    (workspace / "f-link.txt").symlink_to("real/f.txt")
+    async with start(workspace) as s:
+        await s.new_session()
+        for path in ("alias/f.txt", "f-link.txt"):
+            await s.prompt(f"read {workspace / path}")
+            reply = last_json(s)
+            assert reply["error"] == -32602 and "is a symbolic link" in reply["data"]["details"]
+            await s.prompt(f"write {workspace / path} changed")
+            reply = last_json(s)
+            assert reply["error"] == -32602 and "is a symbolic link" in reply["data"]["details"]
+        await s.prompt(f"write {workspace / 'real/f.txt'} changed")
+        assert last_json(s) == {"ok": True}
+    assert (workspace / "real" / "f.txt").read_text() == "changed"
+    assert (workspace / "f-link.txt").is_symlink()
 
 
 def test_truncate_front_keeps_the_end_on_a_character_boundary() -> None:
