@@ -15,18 +15,17 @@ left out, so the fork's next turn starts a new session told what happened so far
 loading the source's. The copy ends with a status change naming the source: the fork rests
 (paused, or the source's resting status at the cut) until a person writes to it.
 
-The workspace folder is copied when the fork is made (regular files, folders and symlinks as
-links; sockets and pipes skipped), up to CANVAS_FORK_MAX_BYTES: larger is refused rather than
-a web request copying for minutes. The shell's state and the changes baseline are the fork's
+The workspace folder is copied when the fork is made, by handle (workspaces.fs_tree: regular
+files, folders and symlinks as links, never followed; sockets and pipes skipped; what the
+source's commands swap or remove mid-copy left out), up to CANVAS_FORK_MAX_BYTES: larger is
+refused rather than a web request copying for minutes. The shell's state and the changes baseline are the fork's
 own, from the copy. A Docker fork gets its own container over the copied folder (what the
 source's container installed outside the folder is not copied).
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import stat
 from bisect import bisect_left
 from collections.abc import Sequence
 from pathlib import Path
@@ -54,6 +53,7 @@ from conversations.events import (
 from conversations.models import Conversation
 from teams.audit import audit_record
 from teams.policies import policy_for_team
+from workspaces.fs_tree import TreeTooDeep, TreeTooLarge, copy_tree, tree_size
 from workspaces.paths import workspace_in_area
 from workspaces.spec import spec_of
 
@@ -133,48 +133,28 @@ def _status_at(events: Sequence[tuple[int, AnyEvent]]) -> Status:
     return status if status in RESTING else Status.PAUSED
 
 
-def _tree_bytes(root: Path, limit: int) -> int:
-    total = 0
-    for folder, _dirs, files in os.walk(root, followlinks=False):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(folder, name)).st_size
-            except OSError:
-                continue
-            if total > limit:
-                return total
-    return total
-
-
-def _copy_ignoring_specials(folder: str, names: list[str]) -> list[str]:
-    skipped = []
-    for name in names:
-        try:
-            mode = os.lstat(os.path.join(folder, name)).st_mode
-        except OSError:
-            skipped.append(name)
-            continue
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
-            skipped.append(name)  # a socket or a pipe: copying one would block or fail
-    return skipped
-
-
 def _copy_workspace(source: Conversation, target: Path) -> None:
+    """Copy the source's folder into `target` by handle (workspaces.fs_tree): an agent
+    swapping a folder for a link while it is copied gets the entry left out, never a file
+    from outside copied in. InvalidInput when it is too large or too deeply nested."""
     if not source.workspace_path:
         return
     root = Path(source.workspace_path)
     if not root.is_dir():
         return  # never materialised (no command ran): the fork starts empty too
     limit = int(settings.CANVAS_FORK_MAX_BYTES)
-    size = _tree_bytes(root, limit)
-    if size > limit:
+    try:
+        if tree_size(root, limit) > limit:  # refused before copying anything
+            raise TreeTooLarge(limit)
+        copy_tree(root, target, limit_bytes=limit)
+    except TreeTooLarge:
         raise InvalidInput(
             f"the workspace is larger than the {limit // (1024 * 1024)} MiB a fork copies "
             "(CANVAS_FORK_MAX_BYTES); remove build outputs from it, or start a new "
             "conversation from its git source."
-        )
-    shutil.copytree(root, target, symlinks=True, ignore=_copy_ignoring_specials,
-                    dirs_exist_ok=True)  # fmt: skip
+        ) from None
+    except TreeTooDeep as exc:
+        raise InvalidInput(f"the workspace cannot be copied: {exc}.") from None
 
 
 def _check_policy(source: Conversation) -> None:
