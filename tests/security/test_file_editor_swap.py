@@ -89,3 +89,22 @@ def test_creates_never_land_in_another_teams_folder(trap) -> None:
     for name in created:  # every create that answered "Created" is in our folder
         assert (folder / name).read_text() == f"new {name.removeprefix('new-')}\n"
     assert sorted(p.name for p in folder.iterdir()) == sorted([*created, "file"])
+
+
+def test_paths_relative_to_a_swapped_cwd_stay_inside(trap) -> None:
+    """The terminal's saved cwd is `d`: a relative path is read against it from its text,
+    never through the link swapped in for it."""
+    ws, outside, folder, link = trap
+    (ws.state_dir / "cwd").write_text(str(folder))
+    outcomes: Counter[str] = Counter()
+    odd: list[str] = []
+    with swapping(folder, link):
+        for i in range(TRIES):
+            command = ("view", "create")[i % 2]
+            outcome, content = run(ws, command, "file" if i % 2 == 0 else f"rel-{i}", file_text="x")
+            outcomes[outcome] += 1
+            if outcome not in ("ok", "refused"):
+                odd.append(content)
+    assert set(outcomes) <= {"ok", "refused"}, (outcomes, odd[:3])
+    assert outcomes["ok"] > 0 and outcomes["refused"] > 0, outcomes
+    assert sorted(p.name for p in outside.iterdir()) == ["file"]
