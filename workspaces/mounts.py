@@ -76,12 +76,15 @@ def refusal(path: str | os.PathLike[str], *, real: str | None = None) -> str | N
     text = os.fspath(path)
     if not os.path.isabs(text):
         return "it is not an absolute path"
-    for candidate in dict.fromkeys([os.path.normpath(text), real or os.path.realpath(text)]):
-        why = _forbidden(candidate)
-        if why:
-            shown = "" if candidate == text else f" (it resolves to {candidate})"
-            return f"{why}{shown}"
-    return None
+    why = _forbidden(os.path.normpath(text))
+    if why:
+        return why
+    try:
+        real = real or os.path.realpath(text)
+    except OSError as exc:  # a link we may not follow (/proc/1/root, say)
+        return f"it cannot be resolved ({exc.strerror})"
+    why = _forbidden(real)
+    return f"{why} (it resolves to {real})" if why else None
 
 
 def site_path_refusals(paths: Iterable[str]) -> list[str]:
@@ -108,7 +111,10 @@ def view_roots(readonly: Sequence[str | os.PathLike[str]] = ()) -> tuple[str, ..
 def _in_view(path: str, roots: Sequence[str]) -> bool:
     """`path` lies in the view both as written and resolved (the bind is at the written path;
     what is read is the resolved file)."""
-    real = os.path.realpath(path)
+    try:
+        real = os.path.realpath(path)
+    except OSError:
+        return False
     return any(_under(os.path.normpath(path), root) for root in roots) and any(
         _under(real, os.path.realpath(root)) for root in roots
     )

@@ -4,6 +4,7 @@ no longer see or reach, what they keep, and what happens where there is no sandb
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import uuid
 from pathlib import Path
@@ -178,3 +179,76 @@ def _host_processes() -> list[tuple[int, bytes]]:
             except OSError:
                 continue
     return found
+
+
+PROJECT = str(Path(__file__).resolve().parents[2])
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("/", "it holds /proc"),
+        ("/etc", "it is inside /etc"),
+        ("/etc/ssl", "it is inside /etc"),
+        ("/var", "it holds /var/run"),
+        ("/var/run/postgresql", "it is inside /var/run"),
+        ("/proc/1/root", "it is inside /proc"),
+        (PROJECT, "it is or holds the project's own folder"),
+        (str(Path(PROJECT).parent), "it is or holds the project's own folder"),
+        ("relative/dir", "it is not an absolute path"),
+    ],
+)
+def test_the_sandbox_refuses_system_paths_and_the_project_as_mounts(
+    tmp_path: Path, settings, path: str, says: str
+) -> None:
+    for spec in (
+        sandbox.SandboxSpec(cwd=tmp_path, writable=(tmp_path,), readonly=(Path(path),)),
+        sandbox.SandboxSpec(cwd=tmp_path, writable=(tmp_path, Path(path))),
+    ):
+        with pytest.raises(sandbox.MountRefused, match="cannot be mounted") as caught:
+            sandbox.prepare(spec, ["true"])
+        assert path in str(caught.value) and says in str(caught.value)
+    settings.CANVAS_SANDBOX_READONLY_PATHS = [path]
+    with pytest.raises(sandbox.MountRefused, match="CANVAS_SANDBOX_READONLY_PATHS"):
+        sandbox.prepare(sandbox.SandboxSpec(cwd=tmp_path, writable=(tmp_path,)), ["true"])
+
+
+def test_a_link_to_a_system_path_is_refused_by_what_it_resolves_to(tmp_path: Path) -> None:
+    (tmp_path / "etc-link").symlink_to("/etc")
+    spec = sandbox.SandboxSpec(cwd=tmp_path, readonly=(tmp_path / "etc-link",))
+    with pytest.raises(sandbox.MountRefused, match="it resolves to /etc"):
+        sandbox.prepare(spec, ["true"])
+
+
+def test_refused_mounts_are_refused_unsandboxed_too(tmp_path: Path, settings) -> None:
+    with sandbox_broken(settings, allow_unsandboxed=True):
+        spec = sandbox.SandboxSpec(cwd=tmp_path, readonly=(Path("/"),))
+        with pytest.raises(sandbox.MountRefused):
+            sandbox.prepare(spec, ["true"])
+
+
+def test_the_settings_refuse_a_system_path_at_startup() -> None:
+    from workspaces.mounts import site_path_refusals
+
+    assert site_path_refusals(["/opt/tools", "/usr/local"]) == []
+    refused = site_path_refusals(["/opt/tools", "/var/run", PROJECT])
+    assert [line.split(":")[0] for line in refused] == ["/var/run", PROJECT]
+
+
+def test_allowed_mounts_are_bound_by_descriptor_and_seen_inside(tmp_path: Path, settings) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "note").write_text("site-visible\n")
+    settings.CANVAS_SANDBOX_READONLY_PATHS = [str(shared), str(tmp_path / "missing")]
+    spec = sandbox.SandboxSpec(cwd=tmp_path / "root", writable=(tmp_path / "root",))
+    (tmp_path / "root").mkdir()
+    proc = sandbox.popen(
+        spec,
+        ["/bin/sh", "-c", f"cat {shared}/note; echo x > {shared}/w; grep -c ' {shared} ' "
+         "/proc/self/mountinfo"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    out = proc.communicate(timeout=30)[0].decode()
+    assert out.startswith("site-visible\n") and "Read-only file system" in out
+    assert out.strip().endswith("1")
+    assert not (shared / "w").exists()
