@@ -8,18 +8,20 @@ workspace: a `.git` in it could be rewritten to hide a change, carry hooks or a 
 programs, and it would clash with the agent's own use of git. The sandbox never mounts the state
 directory, so the agent can neither see nor alter the baseline.
 
-Reading the changes runs git over the agent's files, in the web process. Nothing the agent wrote
-may steer it: no system, global or workspace config (the repository is ours, HOME is an empty
+Reading the changes runs git over the agent's files, in the web process, but git never reads the
+workspace itself: workspaces.staging walks it by handle (an agent swapping a folder for a link
+mid-reading gets the entry left out, never another team's file staged) and hands git the
+contents; git's work tree is an empty folder of ours. Nothing the agent wrote may steer it: no system, global or workspace config (the repository is ours, HOME is an empty
 directory, GIT_CONFIG_NOSYSTEM), no hooks, no external diff or textconv, no pathspec magic, and
 `info/attributes` (which outranks every `.gitattributes`) unsets the attributes that change
 what is read or shown (`-diff`, `text`/`eol`, `filter`, `export-ignore`, ...). Symbolic links
 are recorded as links, never followed. A folder holding its own repository (a clone made by the
-agent) shows as one entry, as git records a nested repository.
+agent) shows its files; every `.git` is left out.
 
-Each reading stages the work tree into a private copy of the last index (so unchanged files are
-not hashed again) and compares that tree with the baseline commit. Staging writes the changed
-files' contents as objects nothing keeps (a large file, each time it changes, as a pack of its
-own), so after a reading `git gc --auto` with low thresholds drops them once they pile up: the
+Each reading stages the work tree into a private index (a stat cache kept beside the last one
+spares reading unchanged files again) and compares it with the baseline commit. Staging writes
+the changed files' contents as objects nothing keeps (one pack per reading that found a
+change), so after a reading `git gc --auto` with low thresholds drops them once they pile up: the
 repository holds the baseline, the kept index's files and a bounded amount of garbage. It runs
 only while no reading is under way (a lock), so it never drops an object one is using.
 """
@@ -38,7 +40,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from workspaces.base import ChangeStatus, FileChange, FileDiff
+from workspaces import staging
+from workspaces.base import ChangeStatus, FileChange, FileDiff, WorkspacePathError
+from workspaces.fs import parts_of
 from workspaces.outputs import OUTPUTS_DIR
 
 BASELINE_DIR = "baseline.git"
@@ -48,6 +52,7 @@ MAX_DIFF_BYTES = 256 * 1024
 _REF = "refs/heads/baseline"
 _LAST_INDEX = "last-index"
 _READINGS_LOCK = "readings.lock"
+_LAST_LOCK = "last.lock"
 _GIT_TIMEOUT = 300.0
 _CHUNK = 256 * 1024
 _NO_SHA = "0" * 40
@@ -69,9 +74,10 @@ _CONFIG = (
     "diff.noprefix=false",
     "diff.mnemonicPrefix=false",
     "submodule.recurse=false",
+    "fastimport.unpackLimit=0",  # a reading's blobs land in one pack, never as loose files
 )
 TIDY_PACK_LIMIT = 16
-"""Packs (a large file staged lands in a pack of its own) that make a reading tidy."""
+"""Packs (each reading that found a changed file writes one) that make a reading tidy."""
 _TIDY_CONFIG = (
     "gc.auto=1024",  # loose objects (git estimates them from one of its 256 folders)
     f"gc.autoPackLimit={TIDY_PACK_LIMIT}",
@@ -131,7 +137,12 @@ class Baseline:
             return _changes(git)
 
     def diff(self, path: str) -> FileDiff:
-        """The unified diff of one changed path. KeyError when `path` did not change."""
+        """The unified diff of one changed path. KeyError when `path` did not change,
+        WorkspacePathError when it is no path in the workspace (`..`, absolute, empty)."""
+        parts = parts_of(path)
+        if not parts:
+            raise WorkspacePathError("which file's diff? Give its path in the workspace")
+        path = "/".join(parts)
         if not self.exists:
             raise KeyError(path)
         with self._staged() as git:
@@ -171,31 +182,40 @@ class Baseline:
         try:
             git = _Git(self.root, scratch, scratch / "index")
             git.init()
-            git.add_all()
+            staging.keep(git.add_all(scratch / staging.STAT_CACHE), scratch / staging.STAT_CACHE)
             yield git, git.run("write-tree").strip()
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
     @contextlib.contextmanager
     def _staged(self) -> Iterator[_Git]:
-        """git over a private index holding the work tree as it is now. The index is kept as
-        the next reading's starting point (its stat data spares hashing unchanged files).
-        Readings share a lock that tidying takes alone; each tidies after itself."""
+        """git over a private index holding the work tree as it is now. It is kept, with its
+        stat cache, as the last reading (gc keeps its objects, and the next reading reuses the
+        cache's blob ids); the pair is read and replaced under a lock of its own, so a cache
+        never names blobs its index does not keep. Readings share a lock that tidying takes
+        alone; each tidies after itself."""
         last = self.git_dir / _LAST_INDEX
+        cache = self.git_dir / staging.STAT_CACHE
         index = self.git_dir / f"index.{uuid.uuid4().hex}"
         with open(self.git_dir / _READINGS_LOCK, "ab") as lock:
             fcntl.flock(lock, fcntl.LOCK_SH)  # released when the file closes
             try:
-                # copy2 keeps the index's mtime, which git's check for files changed in the
-                # same second as their stat was recorded ("racy" entries) compares with.
-                shutil.copy2(last if last.exists() else self.git_dir / "index", index)
                 git = _Git(self.root, self.git_dir, index)
-                git.add_all()
+                with self._last(fcntl.LOCK_SH):
+                    staged = git.add_all(cache)
                 yield git
-                os.replace(index, last)
+                with self._last(fcntl.LOCK_EX):
+                    os.replace(index, last)
+                    staging.keep(staged, cache)
             finally:
                 index.unlink(missing_ok=True)
         self._tidy()
+
+    @contextlib.contextmanager
+    def _last(self, how: int) -> Iterator[None]:
+        with open(self.git_dir / _LAST_LOCK, "ab") as lock:
+            fcntl.flock(lock, how)
+            yield
 
     def _tidy(self) -> None:
         """Drop the objects no reading refers to once enough have piled up (`git gc --auto`,
@@ -277,13 +297,16 @@ class _Git:
         self.git_dir = git_dir
         home = git_dir.parent / "baseline.home"  # empty: no ~/.gitconfig, no ~/.config/git
         home.mkdir(exist_ok=True)
+        # git never reads the workspace (workspaces.staging does, by handle): its work tree
+        # is this empty folder of ours.
+        self.work_tree = home
         self.env = {
             "PATH": _PATH,
             "HOME": str(home),
             "LANG": "C",
             "LC_ALL": "C",
             "GIT_DIR": str(git_dir),
-            "GIT_WORK_TREE": str(root),
+            "GIT_WORK_TREE": str(home),
             "GIT_INDEX_FILE": str(index),
             "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_CONFIG_GLOBAL": os.devnull,
@@ -301,12 +324,21 @@ class _Git:
         (self.git_dir / "info").mkdir(exist_ok=True)
         (self.git_dir / "info" / "attributes").write_text(_ATTRIBUTES)
 
-    def add_all(self) -> None:
+    def add_all(self, cache: Path) -> staging.Cached:
         """Stage every file, ignored ones too, but our output area (workspaces.outputs: cut
-        command outputs are not the agent's work). A file it cannot read (exit 1) is left out
+        command outputs are not the agent's work), read by handle (workspaces.staging) with
+        the stat cache `cache`; the new cache is returned. A file it cannot read is left out
         rather than failing the whole reading."""
-        self.run("add", "--all", "--force", "--ignore-errors", ok=(0, 1))
-        self.run("rm", "-r", "--cached", "--quiet", "--ignore-unmatch", "--", OUTPUTS_DIR)
+        return staging.stage(
+            self.root, cache_file=cache, start=self.popen, run=self.run, leave_out=OUTPUTS_DIR
+        )
+
+    def popen(self, *args: str) -> subprocess.Popen[bytes]:
+        """git taking input on a pipe (fast-import), its output discarded."""
+        return subprocess.Popen(
+            self.argv(*args), cwd=self.work_tree, env=self.env, stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
 
     def argv(self, *args: str, config: tuple[str, ...] = ()) -> list[str]:
         """git with _CONFIG, then `config` (a later setting wins), then `args`."""
@@ -318,15 +350,15 @@ class _Git:
     def run(
         self,
         *args: str,
-        stdin: str | None = None,
+        stdin: str | bytes | None = None,
         ok: tuple[int, ...] = (0,),
         config: tuple[str, ...] = (),
     ) -> str:
         proc = subprocess.run(
             self.argv(*args, config=config),
-            cwd=self.root,
+            cwd=self.work_tree,
             env=self.env,
-            input=stdin.encode() if stdin is not None else None,
+            input=stdin.encode() if isinstance(stdin, str) else stdin,
             stdin=subprocess.DEVNULL if stdin is None else None,
             capture_output=True,
             timeout=_GIT_TIMEOUT,
@@ -339,7 +371,7 @@ class _Git:
         """Run git and copy its output into `out` as it comes (any writable file object)."""
         with tempfile.TemporaryFile() as errors:
             proc = subprocess.Popen(
-                self.argv(*args), cwd=self.root, env=self.env, stdin=subprocess.DEVNULL,
+                self.argv(*args), cwd=self.work_tree, env=self.env, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=errors,
             )  # fmt: skip
             try:

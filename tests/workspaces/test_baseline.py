@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from workspaces.base import FileChange
+from workspaces.base import FileChange, WorkspacePathError
 from workspaces.baseline import BASELINE_DIR, MAX_DIFF_BYTES, TIDY_PACK_LIMIT
 from workspaces.local import LocalWorkspace
 
@@ -165,7 +165,7 @@ def _loose(ws: LocalWorkspace) -> int:
 
 
 def _change_large_file(ws: LocalWorkspace, i: int) -> None:
-    """A new version of a file above core.bigFileThreshold: staged, it is a pack of its own."""
+    """A new version of a large file and a small one: a reading stages them as one pack."""
     (ws.root / "big.bin").write_bytes(os.urandom(MAX_DIFF_BYTES + 1024))
     _write(ws, "small.txt", f"version {i}\n")
 
@@ -204,3 +204,33 @@ def test_no_tidying_while_another_reading_is_under_way(ws: LocalWorkspace):
     assert len(ws.changes()) == 2
     assert _packs(ws) <= 2
     assert ws.diff("small.txt").text.endswith("+version 99\n")
+
+
+def test_a_diff_of_what_is_no_workspace_path_is_refused(started: LocalWorkspace):
+    for bad in ("..", "../edit.py", "/etc/passwd", "", ".", "a\0b"):
+        with pytest.raises(WorkspacePathError):
+            started.diff(bad)
+    _write(started, "edit.py", "a = 1\n")
+    assert started.diff("./edit.py").path == "edit.py"
+
+
+def test_git_never_reads_the_workspace_by_name(started: LocalWorkspace, tmp_path: Path):
+    """A folder that is a link to another team's folder is recorded as the link; and git's own
+    work tree is an empty folder of ours, so nothing it does follows a name in the workspace."""
+    outside = tmp_path / "team-b"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("team b\n")
+    os.symlink(outside, started.root / "d")
+    (started.root / "nested" / ".git").mkdir(parents=True)
+    (started.root / "nested" / ".git" / "config").write_text("[core]\n")
+    (started.root / "nested" / "file.txt").write_text("mine\n")
+    changed = {c.path for c in started.changes()}
+    assert "d" in changed and "nested/file.txt" in changed
+    assert not any("secret" in p or ".git/" in p for p in changed)
+    buffer = io.BytesIO()
+    started.archive(buffer)
+    buffer.seek(0)
+    with tarfile.open(fileobj=buffer, mode="r:gz") as tar:
+        link = tar.getmember(f"{started.root.name}/d")
+        assert link.issym() and link.linkname == str(outside)
+        assert not any("secret" in name for name in tar.getnames())
