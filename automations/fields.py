@@ -4,6 +4,7 @@ a message a person can act on. Checks that need the team (profiles, policy) take
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from decimal import Decimal, InvalidOperation
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -17,9 +18,10 @@ from teams.models import Team
 from teams.outbound import outbound_url_check
 from teams.policies import policy_for_team
 from teams.secrets import NAME_PATTERN as SECRET_NAME
+from teams.secrets import secrets_required
 from workspaces.spec import WorkspaceSpec
 
-from .filters import FilterError, compile_filter
+from .filters import MAX_FILTER_CHARS, FilterError, compile_filter
 from .templating import TemplateError, parse
 from .vocabulary import AUTOMATION_TRIGGERS, Concurrency, Missed, Trigger
 
@@ -72,7 +74,7 @@ def clean_template(value: Any) -> str:
 
 
 def clean_filter(value: Any) -> str:
-    value = _text(value, "filter", 2000)
+    value = _text(value, "filter", MAX_FILTER_CHARS)
     if value:
         try:
             compile_filter(value)
@@ -137,6 +139,15 @@ def clean_secrets(value: Any) -> list[str]:
         if not isinstance(name, str) or not SECRET_NAME.fullmatch(name):
             raise InvalidInput("allowed_secrets holds secret names, e.g. API_KEY.")
     return sorted(set(value))
+
+
+def check_secrets(*, team: Team, names: Collection[str], held: Collection[str] = ()) -> None:
+    """Every name the team has a secret by, so an automation never names nothing: InvalidInput
+    naming the first unknown one. Names in `held` (what it allowed before this change) are
+    kept unchecked: deleting a secret must not make every later edit of the automation fail,
+    and a name without a secret gives its runs nothing."""
+    wanted = {name: "allowed_secrets" for name in names if name not in held}
+    secrets_required(team, wanted)
 
 
 def clean_callback_url(value: Any) -> str:

@@ -15,6 +15,7 @@ or from while it was disabled (automations.schedules).
 from __future__ import annotations
 
 import secrets
+from collections.abc import Collection
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import partial
@@ -67,9 +68,12 @@ def describe(automation: Automation) -> dict[str, Any]:
     return data
 
 
-def _check_whole(automation: Automation) -> None:
+def _check_whole(automation: Automation, *, held_secrets: Collection[str] = ()) -> None:
+    """The checks that need the whole automation or its team; `held_secrets`: the names it
+    allowed before this change (see fields.check_secrets)."""
     values = {key: getattr(automation, key) for key in f.FIELDS}
     f.check_trigger(values)
+    f.check_secrets(team=automation.team, names=automation.allowed_secrets, held=held_secrets)
     f.check_agent(
         team=automation.team, model=automation.model, agent=automation.agent,
         workspace_spec=automation.workspace_spec,
@@ -133,7 +137,7 @@ def automation_update(*, by, team: Team, automation_id: int, **given: Any) -> Au
         if any(before[key] != getattr(automation, key) for key in RESTARTS_SCHEDULE):
             automation.last_slot_at = timezone.now()
         automation.updated_by = acting_user(by)
-        _check_whole(automation)
+        _check_whole(automation, held_secrets=before["allowed_secrets"])
         _save(automation)
         audit_record(
             actor=by, kind="automation.updated", team=team, target=automation.name,

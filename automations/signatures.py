@@ -1,11 +1,16 @@
 """Webhook signatures: HMAC-SHA256 over the raw body with the automation's secret, in two styles.
 
-- GitHub: `X-Hub-Signature-256: sha256=<hex>`. The delivery is keyed by `X-GitHub-Delivery`
-  (GitHub's redelivery of the same event reuses it), else by the signature.
+- GitHub: `X-Hub-Signature-256: sha256=<hex>`, the MAC over the body. Nothing else is
+  signed, so the delivery is keyed by the MAC alone: `X-GitHub-Delivery` is the sender's to
+  choose (a replay with a new one is the same signed body), so it never enters the key and is
+  kept only in the run's recorded headers. GitHub's redelivery (same body) is a duplicate too.
 - Timestamped: `X-Canvas-Signature: t=<unix seconds>,v1=<hex>`, the MAC over
   f"{t}.".encode() + body; a timestamp more than TOLERANCE_SECONDS away from now is stale, so
-  a captured request replays only within that window, where its signature is its key.
+  a captured request replays only within that window, where its MAC is its key.
 
+A key is always the MAC we computed, never text the sender wrote: spacing, case or a second
+v1 value cannot make a replay look new. A signature header is normalised (stripped, hex
+lower-cased, exactly one `sha256=`) and must be well formed before it is compared.
 Comparisons are constant-time (hmac.compare_digest). Error messages never echo a header. Pure.
 """
 
@@ -21,8 +26,9 @@ TOLERANCE_SECONDS = 300
 GITHUB_HEADER = "x-hub-signature-256"
 GITHUB_DELIVERY_HEADER = "x-github-delivery"
 TIMESTAMPED_HEADER = "x-canvas-signature"
-_MAX_KEY_CHARS = 200
 _STAMP = re.compile(r"[0-9]{1,12}")
+_HEX_MAC = re.compile(r"[0-9a-f]{64}")
+_GITHUB_FORM = "X-Hub-Signature-256 must be sha256=<64 hex digits>."
 
 
 class SignatureError(ValueError):
@@ -34,7 +40,8 @@ class Verified:
     style: str
     """"github" or "timestamped"."""
     delivery_key: str
-    """Unique per delivery: a second one with this key is a replay."""
+    """The MAC of the signed content (see the module's docstring): a second delivery with
+    this key is a replay, whatever else it changed."""
 
 
 def _mac(secret: str, message: bytes) -> str:
@@ -52,19 +59,26 @@ def sign_timestamped(secret: str, body: bytes, timestamp: int) -> str:
 
 
 def _matches(expected: str, given: str) -> bool:
+    """`given` normalised (stripped, lower-case) against `expected`, in constant time."""
     given_bytes = given.strip().lower().encode("ascii", "replace")
     return hmac.compare_digest(expected.encode("ascii"), given_bytes)
 
 
+def _github_mac(value: str) -> str:
+    """The hex digest of an X-Hub-Signature-256 value: `sha256=` once (any case), then 64 hex
+    digits (any case, spaces around either ignored); SignatureError for anything else."""
+    scheme, sep, digest = value.strip().partition("=")
+    digest = digest.strip().lower()
+    if not sep or scheme.strip().lower() != "sha256" or not _HEX_MAC.fullmatch(digest):
+        raise SignatureError(_GITHUB_FORM)
+    return digest
+
+
 def _github(secret: str, body: bytes, headers: Mapping[str, str]) -> Verified:
-    value = headers[GITHUB_HEADER].strip()
-    if not value.startswith("sha256="):
-        raise SignatureError("X-Hub-Signature-256 must be sha256=<hex digest>.")
-    given = value.removeprefix("sha256=")
-    if not _matches(_mac(secret, body), given):
+    expected = _mac(secret, body)
+    if not _matches(expected, _github_mac(headers[GITHUB_HEADER])):
         raise SignatureError("the signature does not match the body.")
-    delivery = headers.get(GITHUB_DELIVERY_HEADER, "").strip()[:_MAX_KEY_CHARS]
-    return Verified("github", f"github:{delivery}" if delivery else f"sha256:{given.lower()}")
+    return Verified("github", f"sha256:{expected}")
 
 
 def _timestamped(secret: str, body: bytes, headers: Mapping[str, str], now: float) -> Verified:

@@ -6,6 +6,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from teams.throttle import client_address
+
 from .webhooks import BodyTooLarge, delivery_receive, read_limited, too_large
 
 
@@ -23,4 +25,8 @@ def webhook_receive(request: HttpRequest, automation_id: int) -> JsonResponse:
         body = read_limited(request, request.META.get("CONTENT_LENGTH"))
     except BodyTooLarge:
         return _json(too_large())
-    return _json(delivery_receive(automation_id=automation_id, body=body, headers=request.headers))
+    answer = delivery_receive(
+        automation_id=automation_id, body=body, headers=request.headers,
+        client=client_address(request),
+    )  # fmt: skip
+    return _json(answer)

@@ -1,11 +1,17 @@
 """Receiving a webhook delivery: from the raw body and headers to the answer, in order.
 
 1. unknown, disabled or non-webhook automation: 404 (one answer for all three);
-2. signature (automations.signatures): 401 naming what is wrong, never echoing a header;
+2. signature (automations.signatures): 401 naming what is wrong, never echoing a header.
+   Each 404 or 401 counts against the sender's address, each 401 against the automation
+   too (teams.throttle.FailureCounter): once either has had CANVAS_WEBHOOK_FAILURE_LIMIT
+   within CANVAS_WEBHOOK_COOLOFF_SECONDS, further refusals are 429 with Retry-After. Only
+   failures are throttled: a correctly signed delivery is never refused by them, whatever
+   its address, so a flood of forged ones cannot starve the real sender;
 3. per-automation rate limit over signed deliveries: 429 with Retry-After. Counted after the
    signature, so strangers cannot spend an automation's allowance;
-4. the body as JSON: 400;
-5. a delivery key seen before: 200 {"status": "duplicate"}, nothing starts;
+4. the body as JSON (finite numbers only: `1e999` or `NaN` cannot be stored): 400;
+5. a delivery key seen before (the MAC, automations.signatures): 200 {"status": "duplicate"},
+   nothing starts;
 6. the filter: falsy, 200 {"status": "ignored"} and an `ignored` run;
 7. the template: a missing field is a `failed` run and a 422 naming the path;
 8. the run is recorded `accepted` and committed, then automations.runs starts it: 202
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,7 +38,7 @@ from django.db import IntegrityError, transaction
 
 from conversations.redaction import redactor_for_team
 from teams.crypto import SecretDecryptionError
-from teams.throttle import CACHE_DOWN
+from teams.throttle import CACHE_DOWN, FailureCounter
 
 from .filters import FilterError, filter_passes
 from .models import Automation, AutomationRun
@@ -49,6 +56,22 @@ _CREDENTIAL_WORDS = ("signature", "authorization", "cookie", "token", "secret", 
 _MAX_HEADERS = 60
 _MAX_HEADER_CHARS = 1000
 REDACTED = "[redacted]"
+DEFAULT_FAILURE_LIMIT = 20
+DEFAULT_COOLOFF_SECONDS = 300.0
+
+
+def _failure_limit() -> int:
+    return int(getattr(settings, "CANVAS_WEBHOOK_FAILURE_LIMIT", DEFAULT_FAILURE_LIMIT))
+
+
+def _cooloff() -> float:
+    return float(getattr(settings, "CANVAS_WEBHOOK_COOLOFF_SECONDS", DEFAULT_COOLOFF_SECONDS))
+
+
+ADDRESS_FAILURES = FailureCounter("webhook-address", limit=_failure_limit, cooloff=_cooloff)
+"""Unknown webhooks and bad signatures per sender address."""
+AUTOMATION_FAILURES = FailureCounter("webhook-automation", limit=_failure_limit, cooloff=_cooloff)
+"""Bad signatures per automation, whatever their addresses."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +113,11 @@ def _error(status: int, error: str, detail: str, **extra: Any) -> WebhookAnswer:
     return WebhookAnswer(status, {"error": error, "detail": detail, **extra})
 
 
+def _throttled(detail: str, retry_after: int) -> WebhookAnswer:
+    answer = _error(429, "throttled", detail)
+    return WebhookAnswer(answer.status, answer.body, {"Retry-After": str(retry_after)})
+
+
 def _over_rate(automation_id: int, now: float) -> int | None:
     """Seconds until the next minute when this delivery is over the automation's rate, else
     None. Fixed one-minute windows in the shared cache; a cache that is down lets it pass."""
@@ -104,8 +132,30 @@ def _over_rate(automation_id: int, now: float) -> int | None:
     return max(1, (window + 1) * 60 - int(now)) if count > limit else None
 
 
+def _refused(
+    answer: WebhookAnswer, *, client: str | None, automation_id: int | None
+) -> WebhookAnswer:
+    """`answer` to a delivery refused before its signature held, counted against its address
+    and its automation; a 429 with Retry-After instead while either is blocked."""
+    counted = [(ADDRESS_FAILURES, client, "from this address")] if client else []
+    if automation_id is not None:
+        counted.append((AUTOMATION_FAILURES, str(automation_id), "for this webhook"))
+    for counter, key, where in counted:
+        retry = counter.retry_after(key)
+        if retry is not None:
+            return _throttled(
+                f"too many unsigned or wrongly signed deliveries {where}; try again in {retry} s.",
+                retry,
+            )
+    for counter, key, where in counted:
+        if counter.record(key) is not None:
+            logger.warning("webhook failures %s (%s): blocked for %s s", where, key, _cooloff())
+    return answer
+
+
 def payload_problem(payload: Any) -> str | None:
-    """Why Postgres cannot hold `payload` (NUL, unencodable text) or it nests too deep."""
+    """Why Postgres cannot hold `payload` (NUL, unencodable text, a number that is not
+    finite: JSON's `1e999` parses as Infinity) or it nests too deep."""
     stack = [(payload, 1)]
     while stack:
         value, depth = stack.pop()
@@ -116,6 +166,8 @@ def payload_problem(payload: Any) -> str | None:
             stack.extend((v, depth + 1) for v in value.values())
         elif isinstance(value, list):
             stack.extend((v, depth + 1) for v in value)
+        elif isinstance(value, float) and not math.isfinite(value):
+            return "the payload must hold finite numbers only (not NaN, Infinity or 1e999)."
         elif isinstance(value, str):
             if "\0" in value:
                 return "the payload must not contain NUL characters."
@@ -165,9 +217,11 @@ def _duplicate(automation: Automation, key: str) -> WebhookAnswer:
 
 
 def delivery_receive(
-    *, automation_id: int, body: bytes, headers: Mapping[str, str], now: float | None = None
-) -> WebhookAnswer:
-    """The answer to one delivery (see the module's docstring for the order of checks)."""
+    *, automation_id: int, body: bytes, headers: Mapping[str, str], client: str | None = None,
+    now: float | None = None,
+) -> WebhookAnswer:  # fmt: skip
+    """The answer to one delivery (see the module's docstring for the order of checks);
+    `client` is the sender's address (teams.throttle.client_address), None for none."""
     now = time.time() if now is None else now
     automation = (
         Automation.objects.filter(pk=automation_id, enabled=True, trigger=Trigger.WEBHOOK)
@@ -175,7 +229,8 @@ def delivery_receive(
         .first()
     )
     if automation is None:
-        return _error(404, "not_found", "no such webhook.")
+        return _refused(_error(404, "not_found", "no such webhook."), client=client,
+                        automation_id=None)  # fmt: skip
     try:
         secret = webhook_secret_of(automation)
     except SecretDecryptionError:
@@ -184,11 +239,11 @@ def delivery_receive(
     try:
         verified = signature_verify(secret=secret, body=body, headers=headers, now=now)
     except SignatureError as exc:
-        return _error(401, "unauthorized", str(exc))
+        return _refused(_error(401, "unauthorized", str(exc)), client=client,
+                        automation_id=automation.pk)  # fmt: skip
     retry_after = _over_rate(automation.pk, now)
     if retry_after is not None:
-        answer = _error(429, "throttled", "too many deliveries for this automation; slow down.")
-        return WebhookAnswer(answer.status, answer.body, {"Retry-After": str(retry_after)})
+        return _throttled("too many deliveries for this automation; slow down.", retry_after)
     try:
         payload = json.loads(body)
     except (ValueError, RecursionError):

@@ -1,4 +1,4 @@
-"""Throttling authentication: who is asking (the client address) and the API-token counter.
+"""Throttling authentication: who is asking (the client address) and failure counters.
 
 Logins (the login page and /admin/) are locked by django-axes (settings "Throttling"): after
 AXES_FAILURE_LIMIT failures for one username, or from one address, further attempts are
@@ -9,8 +9,12 @@ API tokens have no username to count against before they are known (and a real t
 random bits, so guessing one account's token is hopeless); what a flood of bad tokens costs is
 per address. So unknown, revoked or expired tokens count per client address in Django's cache
 (Redis in production, shared by every process); at CANVAS_TOKEN_FAILURE_LIMIT within the
-cool-off the address is blocked for CANVAS_TOKEN_COOLOFF_SECONDS, good tokens included, and
-the block is audited.
+cool-off the address is blocked for CANVAS_TOKEN_COOLOFF_SECONDS and the block is audited.
+A block refuses failures only: a good token from a blocked address is still accepted, so a
+flood of bad tokens from a shared address (a NAT, a CI provider) never locks out the people
+behind it.
+
+`FailureCounter` is that counter for any kind of failure (webhook signatures use it too).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -61,26 +67,79 @@ def client_address(request) -> str | None:
     return (meta.get("REMOTE_ADDR") or "")[:64] or None
 
 
+# ---- Failure counters -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FailureCounter:
+    """Failures per key (an address, an automation) in the shared cache: the one that makes
+    `limit()` within `cooloff()` seconds blocks the key for `cooloff()` seconds. A cache that
+    is down counts nothing and blocks nothing (see CACHE_DOWN). What a block refuses is the
+    caller's choice; every caller so far refuses further failures only."""
+
+    scope: str
+    limit: Callable[[], int]
+    cooloff: Callable[[], float]
+
+    def _failures_key(self, key: str) -> str:
+        return f"throttle:{self.scope}:failures:{key}"
+
+    def _block_key(self, key: str) -> str:
+        return f"throttle:{self.scope}:blocked:{key}"
+
+    def retry_after(self, key: str) -> int | None:
+        """Seconds until `key`'s block lifts, or None when it is not blocked."""
+        try:
+            until = cache.get(self._block_key(key))
+        except CACHE_DOWN as exc:
+            logger.warning("%s throttle skipped: the cache is unreachable (%s)", self.scope, exc)
+            return None
+        if until is None or until <= time.time():
+            return None
+        return max(1, math.ceil(until - time.time()))
+
+    def record(self, key: str) -> int | None:
+        """Count one failure for `key`: the number of failures when this one blocked it (the
+        caller may audit that, once), else None."""
+        try:
+            return self._count(key)
+        except CACHE_DOWN as exc:
+            logger.warning("%s failure not counted: the cache is unreachable (%s)", self.scope, exc)
+            return None
+
+    def _count(self, key: str) -> int | None:
+        cooloff, failures_key = float(self.cooloff()), self._failures_key(key)
+        cache.add(failures_key, 0, timeout=cooloff)  # the window starts with the first failure
+        try:
+            failures = cache.incr(failures_key)
+        except ValueError:  # expired between add and incr: this failure opens a new window
+            cache.set(failures_key, 1, timeout=cooloff)
+            failures = 1
+        if failures != self.limit():
+            return None
+        cache.set(self._block_key(key), time.time() + cooloff, timeout=cooloff)
+        cache.delete(failures_key)
+        return failures
+
+    def reset(self, key: str) -> None:
+        cache.delete_many([self._failures_key(key), self._block_key(key)])
+
+
 # ---- API tokens ---------------------------------------------------------------------------------
 
-
-def _failures_key(address: str) -> str:
-    return f"throttle:token:failures:{address}"
-
-
-def _block_key(address: str) -> str:
-    return f"throttle:token:blocked:{address}"
+TOKEN_FAILURES = FailureCounter(
+    "token",
+    limit=lambda: settings.CANVAS_TOKEN_FAILURE_LIMIT,
+    cooloff=lambda: float(settings.CANVAS_TOKEN_COOLOFF_SECONDS),
+)
+"""Bad API tokens per client address."""
 
 
 def token_throttle_check(address: str) -> None:
-    """Raise Throttled while the address is blocked."""
-    try:
-        until = cache.get(_block_key(address))
-    except CACHE_DOWN as exc:
-        logger.warning("token throttle skipped: the cache is unreachable (%s)", exc)
-        return
-    if until is not None and until > time.time():
-        retry = max(1, math.ceil(until - time.time()))
+    """Raise Throttled while the address is blocked. Ask only about a token that failed: a
+    good token is accepted from any address (see the module's docstring)."""
+    retry = TOKEN_FAILURES.retry_after(address)
+    if retry is not None:
         raise Throttled(
             f"too many invalid API tokens from this address; try again in {retry} s.",
             retry_after=retry,
@@ -89,33 +148,17 @@ def token_throttle_check(address: str) -> None:
 
 def token_failure_record(address: str) -> None:
     """Count one bad token from the address; the one that reaches the limit blocks it."""
-    try:
-        _count_failure(address)
-    except CACHE_DOWN as exc:
-        logger.warning("bad token not counted: the cache is unreachable (%s)", exc)
-
-
-def _count_failure(address: str) -> None:
-    cooloff = float(settings.CANVAS_TOKEN_COOLOFF_SECONDS)
-    key = _failures_key(address)
-    cache.add(key, 0, timeout=cooloff)  # the window starts with the first failure
-    try:
-        failures = cache.incr(key)
-    except ValueError:  # expired between add and incr: this failure opens a new window
-        cache.set(key, 1, timeout=cooloff)
-        failures = 1
-    if failures == settings.CANVAS_TOKEN_FAILURE_LIMIT:
-        cache.set(_block_key(address), time.time() + cooloff, timeout=cooloff)
-        cache.delete(key)
+    failures = TOKEN_FAILURES.record(address)
+    if failures is not None:
         audit_record(
             actor=None, kind=LOCKOUT_KIND, target=f"API tokens from {address}",
             data={"via": "api_token", "address": address, "failures": failures,
-                  "cooloff_seconds": cooloff},
+                  "cooloff_seconds": float(settings.CANVAS_TOKEN_COOLOFF_SECONDS)},
         )  # fmt: skip
 
 
 def token_throttle_reset(address: str) -> None:
-    cache.delete_many([_failures_key(address), _block_key(address)])
+    TOKEN_FAILURES.reset(address)
 
 
 # ---- Logins (django-axes) -----------------------------------------------------------------------

@@ -57,14 +57,15 @@ def api_token_authenticate(raw: str, *, client: str | None = None) -> AbstractBa
     """The active user owning `raw`, or None when unknown, revoked or expired.
 
     With `client` (the caller's address, teams.throttle.client_address) a failure counts
-    against that address, and a blocked address raises teams.throttle.Throttled before any
-    lookup, whatever the token."""
-    if client is not None:
-        token_throttle_check(client)
+    against that address, and a bad token from a blocked address raises
+    teams.throttle.Throttled. A good token is accepted whatever its address: the block
+    throttles failures only, so bad tokens sent from a shared address lock out no one."""
     user = _token_user(raw)
-    if user is None and client is not None:
-        token_failure_record(client)
-    return user
+    if user is not None or client is None:
+        return user
+    token_throttle_check(client)
+    token_failure_record(client)
+    return None
 
 
 def _token_user(raw: str) -> AbstractBaseUser | None:

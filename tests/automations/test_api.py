@@ -3,11 +3,14 @@ audit, and the webhook secret shown once and stored encrypted."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.db import connection
 from django.test import Client
 
 from automations.models import Automation
+from automations.signatures import sign_github
 from teams.models import AuditRecord, Role
 from teams.services import member_add
 from tests.api import call, client_for, send
@@ -99,17 +102,19 @@ def test_list_get_update_runs_and_delete(created, api, team, dispatched):
     assert status == 200 and put["enabled"] is False
     call(api, "put", url(team, automation_id), {"enabled": True})
 
-    github_post(Client(), automation_id, secret, {"action": "closed"}, delivery="a")
-    github_post(Client(), automation_id, secret, PULL_REQUEST_OPENED, delivery="b")
+    closed, opened = {"action": "closed"}, PULL_REQUEST_OPENED
+    github_post(Client(), automation_id, secret, closed, delivery="a")
+    github_post(Client(), automation_id, secret, opened, delivery="b")
+    a, b = (sign_github(secret, json.dumps(p).encode()).replace("=", ":") for p in (closed, opened))
     status, runs = call(api, "get", url(team, automation_id, "runs"))
     assert status == 200
-    assert [r["delivery_key"] for r in runs] == ["github:b", "github:a"]  # newest first
+    assert [r["delivery_key"] for r in runs] == [b, a]  # newest first
     assert runs[0]["status"] == "started" and runs[0]["conversation_id"]
     assert runs[0]["conversation_status"] == "running" and runs[1]["error"].startswith(
         "the payload"
     )
     status, started = call(api, "get", url(team, automation_id, "runs") + "?status=started")
-    assert [r["delivery_key"] for r in started] == ["github:b"]
+    assert [r["delivery_key"] for r in started] == [b]
 
     assert send(api, "delete", url(team, automation_id)).status_code == 204
     assert call(api, "get", url(team, automation_id))[0] == 404

@@ -137,10 +137,10 @@ def test_a_run_past_its_deadline_alerts_once_and_keeps_going(
 def test_the_completion_callback_posts_the_final_answer_signed_with_the_webhook_secret(
     user, team, receiver, make_automation, dispatched
 ):
+    secret_create(by=user, team=team, name="TOKEN", value="tok-value-123456", description="")
     automation, secret = make_automation(
         prompt_template="go", callback_url=receiver.url("/done"), allowed_secrets=["TOKEN"]
     )
-    secret_create(by=user, team=team, name="TOKEN", value="tok-value-123456", description="")
     run = manual.run_now(by=user, team=team, automation_id=automation.pk).run
     store.append(run.conversation_id,
                  [AgentMessageEvent(text="All green; tok-value-123456 was not needed.")])  # fmt: skip

@@ -77,7 +77,7 @@ def test_a_webhook_delivery_shows_in_the_history_and_opens_its_conversation(page
     run_row = page.locator(f"#run-{answer['run_id']}")
     run_row.wait_for()
     assert "webhook" in run_row.inner_text() and PROMPT in run_row.inner_text()
-    assert "github:browser-1" in run_row.inner_text()
+    assert "sha256:" in run_row.inner_text()  # keyed by the body's MAC, not the delivery id
     page.screenshot(path=str(RUNS_SCREENSHOT), full_page=True)
 
     # The filter: none failed, so the row goes; all statuses bring it back.

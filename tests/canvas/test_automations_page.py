@@ -14,7 +14,7 @@ from automations import services
 from automations.models import Automation, AutomationRun
 from teams.models import AuditRecord, Role
 from teams.profiles import profile_create
-from teams.secrets import secret_create
+from teams.secrets import secret_create, secret_delete
 from teams.services import member_add
 from tests.conftest import owner_of_own_team
 
@@ -264,7 +264,9 @@ def test_another_team_is_not_found(browser, user, django_user_model):
 
 def test_an_edit_form_offers_the_automations_own_model_and_secrets(browser, user, team):
     """Set through the API: a raw LiteLLM id and a secret the team has since deleted."""
+    secret_create(by=user, team=team, name="GONE_KEY", value="gone-value-1234")
     automation, _ = _made(user, team, model="openai/gpt-4o-mini", allowed_secrets=["GONE_KEY"])
+    secret_delete(by=user, team=team, name="GONE_KEY")
     page = browser.get(_url("team-automations", team)).content.decode()
     assert '<option value="openai/gpt-4o-mini" selected>' in page
     assert f'id="id_automation{automation.pk}_allowed_secrets_0" checked' in page
