@@ -23,8 +23,8 @@ from acp import RequestError
 
 from acp_bridge.client import WorkspaceClient
 from tests.security.swapper import make_trap, swapping
+from tests.security.test_file_editor_swap import TRIES, attempts
 
-TRIES = 1000
 MARKER = "OTHER-TEAM-SECRET-9b2e"
 INSIDE = "our own file\n"
 INVALID_PARAMS, NOT_FOUND = -32602, -32002
@@ -65,7 +65,7 @@ async def test_reads_never_return_another_teams_file(trap) -> None:
     odd: list[str] = []
     path = str(client.root / "d" / "file")
     with swapping(folder, link):
-        for _ in range(TRIES):
+        for _ in attempts(outcomes):
             outcome, text = await outcome_of(client.read_text_file(session_id="s", path=path))
             outcomes[outcome] += 1
             if outcome == "ok" and text != INSIDE:
@@ -83,7 +83,7 @@ async def test_writes_never_land_in_another_teams_folder(trap) -> None:
     odd: list[str] = []
     written: list[str] = []
     with swapping(folder, link):
-        for i in range(TRIES):
+        for i in attempts(outcomes):
             path = str(client.root / "d" / f"new-{i}")
             request = client.write_text_file(session_id="s", path=path, content=f"new {i}\n")
             outcome, text = await outcome_of(request)

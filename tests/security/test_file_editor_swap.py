@@ -9,20 +9,36 @@ creates landed in its folder.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from orchestration.tools.base import ToolContext
 from orchestration.tools.file_editor import FileEditorArgs, FileEditorTool
-from tests.security.swapper import make_trap, swapping
+from tests.security.swapper import deadline, make_trap, swapping
 from workspaces.local import LocalWorkspace
 
 TRIES = 1000
 MARKER = "OTHER-TEAM-SECRET-4f1c"
 INSIDE = "our own file\n"
 REFUSED = ("is a symbolic link; links are not followed", "does not exist")
+RACE_SECONDS = 30.0
+
+
+def attempts(outcomes: Counter[str]) -> Iterator[int]:
+    """TRIES attempts, then more (until a deadline) while `outcomes` lacks an inside result
+    ("ok") or a refusal: proof that the race went both ways, even on a loaded machine where
+    the swapper may sit still for a while."""
+    end = deadline(RACE_SECONDS)
+    i = 0
+    while i < TRIES or (
+        min(outcomes["ok"], outcomes["refused"]) == 0 and time.monotonic() < end
+    ):  # fmt: skip
+        yield i
+        i += 1
 
 
 @pytest.fixture
@@ -57,7 +73,7 @@ def test_views_never_show_another_teams_file(trap) -> None:
     outcomes: Counter[str] = Counter()
     odd: list[str] = []
     with swapping(folder, link):
-        for _ in range(TRIES):
+        for _ in attempts(outcomes):
             outcome, content = run(ws, "view", "d/file")
             outcomes[outcome] += 1
             if outcome == "ok" and "our own file" not in content:
@@ -75,7 +91,7 @@ def test_creates_never_land_in_another_teams_folder(trap) -> None:
     odd: list[str] = []
     created: list[str] = []
     with swapping(folder, link):
-        for i in range(TRIES):
+        for i in attempts(outcomes):
             outcome, content = run(ws, "create", f"d/new-{i}", file_text=f"new {i}\n")
             outcomes[outcome] += 1
             if outcome == "ok":
@@ -99,7 +115,7 @@ def test_paths_relative_to_a_swapped_cwd_stay_inside(trap) -> None:
     outcomes: Counter[str] = Counter()
     odd: list[str] = []
     with swapping(folder, link):
-        for i in range(TRIES):
+        for i in attempts(outcomes):
             command = ("view", "create")[i % 2]
             outcome, content = run(ws, command, "file" if i % 2 == 0 else f"rel-{i}", file_text="x")
             outcomes[outcome] += 1
