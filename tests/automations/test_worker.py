@@ -34,9 +34,8 @@ def test_a_signed_pull_request_runs_to_finished_on_a_worker(start_worker, make_a
 
     wait_for(finished, 60, message="the automation's run to finish")
     events = [s.event for s in store.load(conversation_id)]
-    thoughts = [
-        e for e in events if e.type == "tool.call" and "PR 42 by octocat" in e.model_dump_json()
-    ]
+    said = "PR <untrusted_payload>42</untrusted_payload> by <untrusted_payload>octocat"
+    thoughts = [e for e in events if e.type == "tool.call" and said in e.model_dump_json()]
     assert thoughts, [e.type for e in events]
     start_pending_runs(grace_seconds=0)
     assert AutomationRun.objects.get().status == "finished"

@@ -13,6 +13,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 
 from automations import services
 from automations.models import AutomationRun
@@ -55,7 +56,7 @@ def test_the_history_lists_runs_newest_first_with_their_conversation(browser, ho
     failed = AutomationRun.objects.get(delivery_key="github:d-2")
     assert page.index(f'id="run-{failed.pk}"') < page.index(f'id="run-{started.pk}"')
     assert reverse("conversation-detail", args=[started.conversation_id]) in page
-    assert RENDERED[:60] in page and started.delivery_key[:20] in page
+    assert escape(RENDERED)[:60] in page and started.delivery_key[:20] in page
     assert "the payload has no field payload.x" in page
     assert f"http://testserver/hooks/{automation.pk}" in page
     here = reverse("team-automations", args=[automation.team_id])
