@@ -66,13 +66,17 @@ class AgentPlace(Protocol):
 
 class SandboxPlace:
     def __init__(
-        self, root: Path, *, readonly: Sequence[Path] = (), network: sandbox.Network = "none"
-    ) -> None:
+        self, root: Path, *, readonly: Sequence[Path] = (), network: sandbox.Network = "none",
+        home: Path | None = None,
+    ) -> None:  # fmt: skip
+        """`home`: the agent's private home (made by the caller, removed when the agent
+        ends); None makes a temporary one (acp_bridge.process)."""
         self.root = Path(os.path.realpath(root))
         self.agent_root = str(self.root)  # the sandbox mounts the workspace at its own path
         self._workspace = root  # as given: the agent's cwd is named below it
         self._readonly = tuple(readonly)
         self._network = network
+        self._home = home
 
     async def spawn(
         self, command: str, args: Sequence[str], *, env: Mapping[str, str], cwd: Path,
@@ -80,7 +84,7 @@ class SandboxPlace:
     ) -> AgentChild:  # fmt: skip
         return await LocalChild.spawn(
             command, args, env=env, cwd=cwd, workspace=self._workspace, readonly=self._readonly,
-            network=self._network, limit=limit,
+            network=self._network, limit=limit, home=self._home,
         )  # fmt: skip
 
     async def start_terminal(

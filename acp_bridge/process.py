@@ -8,7 +8,8 @@ same for both.
 The agent runs as `argv` (never a shell string) under workspaces.sandbox, the launcher every
 command on a host goes through: bubblewrap with new user, PID, IPC, UTS and (for network
 "none", the default) network namespaces, the system read-only, and read-write only the
-workspace and a private home directory made for this agent (removed when it ends). Whatever
+workspace and a private home directory (the caller's, else a new temporary one; removed when
+the agent ends). Whatever
 else it needs to run (its interpreter, its code) the caller names as `readonly` paths. Its
 environment is exactly the one the caller passes, plus HOME and TMPDIR naming the private
 directory when the caller gives none: the worker's own `os.environ` holds the database URL and
@@ -149,11 +150,13 @@ class LocalChild:
         readonly: Sequence[Path] = (),
         network: sandbox.Network = "none",
         limit: int = MESSAGE_LIMIT_BYTES,
+        home: Path | None = None,
     ) -> LocalChild:
-        """See AgentProcess.spawn."""
+        """See AgentProcess.spawn. `home`: an empty private directory to be the agent's HOME
+        (removed when it ends, like the temporary one made when none is given)."""
         if shutil.which(command, path=env.get("PATH", sandbox.PATH)) is None:
             raise AgentCrashed(f"agent command {command!r} could not start: not found")
-        home = Path(tempfile.mkdtemp(prefix="acp-agent-"))
+        home = home if home is not None else Path(tempfile.mkdtemp(prefix="acp-agent-"))
         spec = sandbox.SandboxSpec(
             cwd=cwd,
             writable=(workspace or cwd, home),

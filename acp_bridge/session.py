@@ -73,16 +73,18 @@ class AcpSession:
         redact: Callable[[str], str] | None = None,
         message_limit: int = MESSAGE_LIMIT_BYTES,
         place: AgentPlace | None = None,
+        home: Path | None = None,
     ) -> AsyncIterator[AcpSession]:
         """Spawn and initialize the agent; on leaving, close the connection, kill open
         terminals and the agent's whole process group. `workspace` (the root the agent's fs and
         terminal requests are confined to) defaults to `cwd`; `timeout` bounds each call;
         `message_limit` is the largest line accepted from the agent. By default the agent runs
         in the sandbox with `workspace` writable, `readonly` visible and `network` (see
-        `process`); a `place` (a container's, see `places`) runs it there instead, with its
-        own root and network."""
+        `process`), with `home` as its private home (a temporary one when None); a `place`
+        (a container's, see `places`) runs it there instead, with its own root, network and
+        home."""
         if place is None:
-            place = SandboxPlace(workspace or cwd, readonly=readonly, network=network)
+            place = SandboxPlace(workspace or cwd, readonly=readonly, network=network, home=home)
         client = WorkspaceClient(place=place, on_update=on_update, on_permission=on_permission)
         child = await place.spawn(command, args, env=env, cwd=cwd, limit=message_limit)
         process = AgentProcess(child, redact=redact, limit=message_limit)

@@ -4,7 +4,9 @@ The event log refuses every DELETE in the database itself; an Erasure row, inser
 removed by this transaction, is the one exception (conversations migration 0009). Only the
 conversation's owner or a team admin may delete, and never while it runs or waits: pause or
 finish it first. The workspace folder goes too, unless it lies outside the team's area (an
-operator's path) or another conversation still works in it; the worker state folder goes always.
+operator's path) or another conversation still works in it; the worker state folder goes always,
+and with it an external agent's private home a dead worker left there (orchestration.external.
+home: its key may be in it), and the home's marker.
 Its container (a docker workspace's) is removed first; if the engine does not answer, the orphan
 sweep removes it later.
 """
@@ -26,6 +28,7 @@ from teams.permissions import Action, role_allows, team_role
 from workspaces.paths import team_area
 
 from .archive import ACTIVE
+from .external.home import agent_home_remove
 from .run_control import descendants_locked
 from .workspace import workspace_of
 
@@ -65,7 +68,7 @@ def _erase(conversation: Conversation) -> None:
     Erasure.objects.create(conversation_id=pk)
     conversation.delete()  # its events go with it (cascade), as the Erasure allows
     Erasure.objects.filter(conversation_id=pk).delete()
-    transaction.on_commit(lambda: _remove(folders, workspace.close))
+    transaction.on_commit(lambda: _remove(folders, workspace.close, str(pk)))
 
 
 def _own_folders(conversation: Conversation) -> list[Path]:
@@ -86,11 +89,12 @@ def _own_folders(conversation: Conversation) -> list[Path]:
     return folders
 
 
-def _remove(folders: list[Path], close: Callable[[], None]) -> None:
+def _remove(folders: list[Path], close: Callable[[], None], conversation_id: str) -> None:
     try:
         close()
     except Exception:  # the engine's own errors: the orphan sweep catches what is left
         logger.warning("could not remove the container of a deleted conversation", exc_info=True)
+    agent_home_remove(conversation_id)  # first: it holds keys; the sweep retries on a failure
     for folder in folders:
         try:
             shutil.rmtree(folder)

@@ -83,9 +83,10 @@ def write_title(conversation_id: str) -> None:
 def sweep_runs() -> int:
     from .chain.stranded import sweep_stranded_runs
     from .chain.sweep import sweep_runs as sweep
+    from .external.home import agent_homes_sweep
     from .subagents.settle import waiting_parents_settle
 
-    return sweep_stranded_runs() + sweep() + waiting_parents_settle()
+    return sweep_stranded_runs() + sweep() + waiting_parents_settle() + agent_homes_sweep()
 
 
 @shared_task(name="orchestration.sweep_containers", ignore_result=True)

@@ -73,7 +73,10 @@ class TurnRequest:
     """Secrets the profile names that the team does not have: named if the agent wants auth."""
     place: AgentPlace | None = None
     """Where the agent runs (its conversation's container); None: the sandbox on this host,
-    with `readonly` and `network`."""
+    with `readonly`, `network` and `home`."""
+    home: Path | None = None
+    """The agent's private home in the sandbox (orchestration.external.home); the caller made
+    it, the agent's end removes it."""
 
 
 class TurnDriver:
@@ -166,7 +169,7 @@ class TurnDriver:
             async with AcpSession.start(
                 r.command, r.args, env=r.env, cwd=r.workspace, readonly=r.readonly,
                 network=r.network, on_update=self._on_update, on_permission=self._on_permission,
-                timeout=START_TIMEOUT_SECONDS, place=r.place,
+                timeout=START_TIMEOUT_SECONDS, place=r.place, home=r.home,
                 redact=self._redactor.redact if self._redactor is not None else None,
             ) as session:  # fmt: skip
                 self._session = session

@@ -8,7 +8,9 @@ them. Permission requests become held actions (orchestration.external.permission
 turn ends when the agent answers the prompt: FINISHED, or ERROR with an error event saying
 what happened to the agent (crashed, garbage on stdout, past the turn timeout, cancel
 ignored); an Interrupt sends session/cancel. The agent's process lives for the turn: the next
-message starts a new one, which resumes with session/load when the agent offers it.
+message starts a new one, which resumes with session/load when the agent offers it. So does
+its private home in the sandbox (orchestration.external.home): made before it starts, removed
+after it ends.
 
 A prompt with no AcpTurnEvent after it means the worker died during that turn (the sweeper
 gave the run to this one): it ends with an error event saying so, and is never re-sent.
@@ -41,6 +43,7 @@ from conversations.events import (
 from conversations.models import Conversation
 from conversations.redaction import redactor_for_team
 from teams.policies import policy_for_team
+from workspaces.base import WorkspaceUnavailable
 from workspaces.factory import workspace_fill
 from workspaces.sandbox import effective_network
 from workspaces.sources import SourceError
@@ -55,6 +58,7 @@ from ..step.runner import NOTIFY_STATUSES, worker_identity
 from ..workspace import workspace_of
 from .driver import Outgoing, TurnDriver, TurnRequest
 from .environment import AgentEnvironment, agent_environment
+from .home import agent_home_prepare, agent_home_remove
 from .permissions import PendingPermissions, closed_calls
 from .place import PlaceChoice, agent_place, in_container
 
@@ -167,13 +171,26 @@ class AcpTurn:
         if where.error is not None:
             self.fail("acp_start_failed", where.error, _reason("acp_start_failed"))
             return
+        home = None
+        if where.place is None:  # the sandbox here: a private home (a container has its own)
+            try:
+                home = agent_home_prepare(self.conversation_id, workspace=self.workspace_root)
+            except (WorkspaceUnavailable, OSError) as exc:
+                message = f"The agent's private home cannot be made: {exc}"
+                self.fail("acp_start_failed", message, _reason("acp_start_failed"))
+                return
         prompt = "\n\n".join(m.text for m in messages) if messages else CONTINUE_PROMPT
-        self.append([AcpPromptEvent(message_ids=[m.id for m in messages])])
-        self._drive(profile, environment, prompt, where)
+        try:
+            self.append([AcpPromptEvent(message_ids=[m.id for m in messages])])
+            self._drive(profile, environment, prompt, where, home)
+        finally:
+            if home is not None:  # the agent's end removed it; its marker goes now
+                agent_home_remove(self.conversation_id)
 
     def _drive(
-        self, profile, environment: AgentEnvironment, prompt: str, where: PlaceChoice
-    ) -> None:
+        self, profile, environment: AgentEnvironment, prompt: str, where: PlaceChoice,
+        home: Path | None,
+    ) -> None:  # fmt: skip
         previous = self._previous_session()
         request = TurnRequest(
             command=where.command, args=profile.args, env=environment.env,
@@ -184,7 +201,7 @@ class AcpTurn:
             prompt=prompt, replay=self._replay(prompt) if previous or self._earlier() else prompt,
             previous_session=previous, agent=profile.name, worker=worker_identity(),
             turn_timeout=float(profile.turn_timeout_seconds), default_mode=profile.default_mode,
-            missing_secrets=environment.missing, place=where.place,
+            missing_secrets=environment.missing, place=where.place, home=home,
         )  # fmt: skip
         driver = TurnDriver(request, redactor=self.redactor, conversation_id=self.conversation_id)
         permissions = PendingPermissions(self, driver)

@@ -28,6 +28,7 @@ from orchestration import services
 from orchestration.chain.dispatch import ACP_QUEUE, host_queue
 from orchestration.chain.sweep import REVIVED, sweep_runs
 from orchestration.control import approvals
+from orchestration.external.home import agent_home, agent_homes_sweep
 from tests.acp_bridge.turns import FIXTURE, fixture_profile, of, row, start
 from tests.conftest import WorkerProcess, holds_for, wait_for
 from tests.runs import script
@@ -188,6 +189,8 @@ def test_turns_whose_worker_is_killed_end_lost_and_the_next_message_runs(start_w
     assert len(agent_pids()) >= 2
     first.kill()
     wait_for(lambda: not agent_pids(), 10, message="the agents to die with their worker")
+    homes = [agent_home(str(c.pk)) for c in (waiting, streaming)]
+    assert all(home.is_dir() for home in homes)  # what the dead worker could not remove
 
     revived = 0
 
@@ -199,6 +202,15 @@ def test_turns_whose_worker_is_killed_end_lost_and_the_next_message_runs(start_w
     wait_for(swept_both, 15, message="the sweeper to revive both runs")
     both = (waiting, streaming)
     wait_for(lambda: all_are(both, Status.ERROR), 30, message="the lost turns to end")
+    removed = 0
+
+    def homes_swept() -> bool:
+        nonlocal removed
+        removed += agent_homes_sweep()  # each once the lost turn's runner released its lease
+        return removed == 2
+
+    wait_for(homes_swept, 15, message="the sweeper to remove the dead worker's agent homes")
+    assert not any(home.exists() for home in homes)
     for conversation in both:
         assert [e.code for e in of(conversation, AgentErrorEvent)] == [REVIVED, "acp_turn_lost"]
         assert ended_by(conversation) == identity(second)
