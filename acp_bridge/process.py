@@ -9,12 +9,12 @@ The agent runs as `argv` (never a shell string) under workspaces.sandbox, the la
 command on a host goes through: bubblewrap with new user, PID, IPC, UTS and (for network
 "none", the default) network namespaces, the system read-only, and read-write only the
 workspace and a private home directory (the caller's, else a new temporary one; removed when
-the agent ends). Whatever
-else it needs to run (its interpreter, its code) the caller names as `readonly` paths. Its
-environment is exactly the one the caller passes, plus HOME and TMPDIR naming the private
-directory when the caller gives none: the worker's own `os.environ` holds the database URL and
-every team's secrets, so none of it is inherited (the SDK's `spawn_agent_process` would merge
-in HOME, PATH and friends from it, which is why it is not used).
+the agent ends). Whatever else it needs to run (its interpreter, its code) the caller names as
+`readonly` paths. Its environment is exactly the one the caller passes, plus HOME and TMPDIR
+naming the private directory when the caller gives none: the worker's own `os.environ` holds
+the database URL and every team's secrets, so none of it is inherited (the SDK's
+`spawn_agent_process` would merge in HOME, PATH and friends from it, which is why it is not
+used).
 
 That is the boundary: in its own PID namespace the agent sees only the sandbox's processes (bwrap,
 started with an empty environment, and its own), so no /proc/<pid>/environ shows the worker's;
