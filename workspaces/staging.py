@@ -85,7 +85,10 @@ def stage(root: Path, *, cache_file: Path, start: Popen, run: Run, leave_out: st
         if importer.poll() is None:
             importer.kill()
             importer.wait()
-    run("update-index", "-z", "--index-info", stdin=b"".join(records))
+    if records:
+        run("update-index", "-z", "--index-info", stdin=b"".join(records))
+    else:  # nothing to stage: still an index, an empty one
+        run("read-tree", "--empty")
     return new
 
 
