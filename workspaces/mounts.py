@@ -23,6 +23,7 @@ the process's environment) cannot pick a file an agent planted in the workspace.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -42,13 +43,24 @@ class CommandRefused(ValueError):
     """The command is not a file the sandbox shows; the message names it and why."""
 
 
+_PROJECT_DIR = str(Path(__file__).resolve().parent.parent)
+
+
+@functools.cache
+def _as_named_and_real(names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Each of `names` with itself and its real path: (name, shown); resolved once."""
+    return tuple(
+        (name, variant)
+        for name in names
+        for variant in dict.fromkeys([name, os.path.realpath(name)])
+    )
+
+
 def _project_dirs() -> tuple[str, ...]:
-    dirs = [str(Path(__file__).resolve().parent.parent)]
     from django.conf import settings
 
-    if settings.configured and getattr(settings, "BASE_DIR", None):
-        dirs.append(str(settings.BASE_DIR))
-    return tuple(dirs)
+    base = str(settings.BASE_DIR) if settings.configured else _PROJECT_DIR
+    return tuple(dict.fromkeys([_PROJECT_DIR, base]))
 
 
 def _under(path: str, root: str) -> bool:
@@ -56,17 +68,15 @@ def _under(path: str, root: str) -> bool:
 
 
 def _forbidden(path: str) -> str | None:
-    for never in _NEVER_INSIDE:
-        for name in dict.fromkeys([never, os.path.realpath(never)]):
-            if _under(path, name):
-                return f"it is inside {name}, which no sandbox sees"
-            if _under(name, path):
-                return f"it holds {name}, which no sandbox sees"
-    for whole in (*_NEVER_WHOLE, *_project_dirs()):
-        for name in dict.fromkeys([whole, os.path.realpath(whole)]):
-            if _under(name, path):
-                what = "the project's own folder" if whole not in _NEVER_WHOLE else name
-                return f"it is or holds {what}"
+    for _, name in _as_named_and_real(_NEVER_INSIDE):
+        if _under(path, name):
+            return f"it is inside {name}, which no sandbox sees"
+        if _under(name, path):
+            return f"it holds {name}, which no sandbox sees"
+    for whole, name in _as_named_and_real((*_NEVER_WHOLE, *_project_dirs())):
+        if _under(name, path):
+            what = name if whole in _NEVER_WHOLE else "the project's own folder"
+            return f"it is or holds {what}"
     return None
 
 
