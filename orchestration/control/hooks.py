@@ -9,7 +9,10 @@ Hooks are admin-written but run on the same host as the agents they watch, on pa
 agent wrote; so they go through workspaces.sandbox like every other host command: the system's
 tools read-only, the conversation's workspace (their cwd, writable; a private /tmp when there
 is none), no view of the worker's files, processes or environment, and the team's network.
-Tools a hook needs must be under /usr or in CANVAS_SANDBOX_READONLY_PATHS. Where there is no
+Tools a hook needs must be under /usr or in CANVAS_SANDBOX_READONLY_PATHS: its command is a
+shell line run inside, so nothing in it adds a mount, and its one mount (the workspace, by real
+path) is judged by the sandbox like any other (a folder resolving to / or /etc is refused, and
+the hook counts as failed). Where there is no
 sandbox and unsandboxed commands are not allowed, the hook fails (and its fail mode decides).
 """
 
