@@ -12,8 +12,8 @@ answers with message chunks (JSON where a test needs to read a result):
     crash                       os._exit(3) after a line on stderr
     garbage                     a non-JSON line on stdout
     hang                        starts a child `sleep` in its group, then never answers
-    wait                        answers `cancelled` once session/cancel arrives
-    ignore-cancel               never answers, even after session/cancel
+    wait                        says `waiting`, answers `cancelled` once session/cancel arrives
+    ignore-cancel               says `ignoring`, never answers, even after session/cancel
     big N                       one message chunk of N characters
     escape OUTSIDE              reads /proc/1, /proc/<ppid> and every /proc/*/environ, tries to
                                 write OUTSIDE/escaped, $HOME/home-ok and ./inside-ok; reports
@@ -200,10 +200,12 @@ class FixtureAgent:
         await asyncio.sleep(3600)
 
     async def _do_wait(self, session_id: str, rest: str) -> str:
+        await self._say(session_id, "waiting")  # a test cancels once it sees the turn run
         await self._cancelled[session_id].wait()
         return "cancelled"
 
     async def _do_ignore_cancel(self, session_id: str, rest: str) -> None:
+        await self._say(session_id, "ignoring")
         await asyncio.sleep(3600)
 
     async def _do_big(self, session_id: str, rest: str) -> None:

@@ -277,7 +277,7 @@ async def test_cancel_ends_a_cooperative_turn(workspace) -> None:
     async with start(workspace) as s:
         await s.new_session()
         turn = asyncio.create_task(s.prompt("wait"))
-        await asyncio.sleep(0.2)
+        await wait_for_update(s)  # the turn runs: a cancel sent now cannot come before it
         await s.cancel()
         assert (await asyncio.wait_for(turn, 10)).stop_reason == "cancelled"
 
@@ -309,16 +309,13 @@ async def test_a_hang_times_out_and_the_whole_group_is_killed(workspace, command
     async with start(workspace) as s:
         await s.new_session()
         pgid = s.process.pgid
+        turn = asyncio.create_task(s.prompt(command, timeout=1.5))
+        await wait_for_update(s)  # the turn runs (for `hang`: its child too)
+        child = None
         if command == "ignore-cancel":
-            turn = asyncio.create_task(s.prompt(command, timeout=1.5))
-            await asyncio.sleep(0.2)
             await s.cancel()
         else:
-            turn = asyncio.create_task(s.prompt(command, timeout=1.5))
-        child = None
-        if command == "hang":
             # The agent's pid for it is the sandbox's own; find it from the host.
-            await wait_for_update(s)  # sent once the child runs
             child = next(pid for pid, name in group_members(pgid) if name == "sleep")
         with pytest.raises(AgentTimeout):
             await turn
