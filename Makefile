@@ -1,4 +1,5 @@
 # Two commands: `make up` (embedded default, no services) and `make test` (the whole suite).
+# `make test-fast` is the inner loop: no browser, Docker, fault-rig or real-agent tests.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -7,6 +8,11 @@ PORT ?= 8000
 
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/canvas
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/5
+# pytest-xdist workers: one per core, at least 2, at most 8 (each takes its own Redis database
+# from TEST_REDIS_URL's number up, and Redis has 16; tests/parallel.py). TEST_WORKERS=0: serial.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 2 ] && n=2; [ $$n -gt 8 ] && n=8; echo $$n)
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
+FAST_LANE := -m "not (browser or docker or faults or acp)"
 
 # pip runs again only when pyproject.toml changes: each stamp's name carries its checksum.
 DEPS_SUM := $(firstword $(shell cksum pyproject.toml))
@@ -15,7 +21,7 @@ TEST_INSTALLED := $(VENV)/.installed-test-$(DEPS_SUM)
 # setuptools warns about editable installs at every build; nothing to act on here.
 PIP_INSTALL := PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet
 
-.PHONY: up test install install-test services docker-engine sandbox-image lint bench acp-agents
+.PHONY: up test test-fast install install-test services docker-engine sandbox-image lint bench acp-agents
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -79,9 +85,15 @@ $(ACP_AGENTS_STAMP): $(ACP_LOCK) tests/acp_bridge/npm/package.json
 
 acp-agents: $(ACP_AGENTS_STAMP)
 
+RUN_TESTS := DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) LITELLM_LOCAL_MODEL_COST_MAP=True \
+	$(PY) -m pytest $(PYTEST_PARALLEL)
+
 test: install-test services docker-engine acp-agents
-	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) LITELLM_LOCAL_MODEL_COST_MAP=True \
-		$(PY) -m pytest $(PYTEST_ARGS)
+	$(RUN_TESTS) $(PYTEST_ARGS)
+
+# The inner loop: everything but the browser, Docker, fault-rig and real-agent lanes (docs/testing.md).
+test-fast: install-test services
+	$(RUN_TESTS) $(FAST_LANE) $(PYTEST_ARGS)
 
 lint: install-test
 	$(VENV)/bin/ruff check .

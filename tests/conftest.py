@@ -19,6 +19,36 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 REPO = Path(__file__).resolve().parent.parent
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test: this xdist worker's own Redis database, channel prefix and host."""
+    from django.conf import settings
+
+    from tests import parallel
+
+    parallel.isolate(settings)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    from tests import marks
+
+    marks.check_items(items)
+    marks.group_items(items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    from tests import marks
+
+    marks.fail_if_unmarked(item)
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    from tests import marks
+
+    marks.forget(item)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_dirs(settings, tmp_path):
     settings.CANVAS_WORKSPACES_ROOT = tmp_path / "workspaces"
@@ -191,6 +221,10 @@ class WorkerProcess:
     def start(self, timeout: float = 60) -> WorkerProcess:
         from django.conf import settings
 
+        from tests.marks import require
+
+        require("worker")
+
         env = {
             **os.environ,
             "DATABASE_URL": _database_url(),
@@ -243,7 +277,7 @@ class WorkerProcess:
 
 @pytest.fixture
 def clean_broker(settings) -> None:
-    """Drop tasks left in the test Redis database by earlier runs."""
+    """Drop tasks left in this xdist worker's own test Redis database by earlier runs."""
     import redis
 
     redis.Redis.from_url(settings.REDIS_URL).flushdb()

@@ -3,13 +3,16 @@
 `canvas-test/busybox:1` is a rootfs imported with `docker import`: Debian's busybox-static
 (every applet as a link) and bash-static as /bin/bash, an /etc/passwd with root and a non-root
 `agent` (uid 1000), and /tmp. The image's USER is `agent`, its CMD `sleep infinity`. Built once
-per engine and found by tag afterwards (bump the tag when the recipe changes).
+per engine and found by tag afterwards (bump the tag when the recipe changes). Builds hold a
+file lock, so two xdist workers (or two test runs) never import the same image at once.
 
 When no engine answers this raises: Docker tests fail loudly, they are never skipped.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import io
@@ -21,6 +24,8 @@ import time
 import docker
 import docker.errors
 
+from tests.marks import require
+
 TEST_IMAGE = "canvas-test/busybox:1"
 _BUSYBOX = "/bin/busybox"
 _BASH = "/bin/bash-static"
@@ -31,39 +36,68 @@ _PASSWD = (
     "nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
 )
 _GROUP = "root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n"
+_LOCK = "/tmp/canvas-test-docker-images.lock"
+
+
+@contextlib.contextmanager
+def _building():
+    """One build at a time on this machine (xdist workers, parallel runs)."""
+    with open(_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def test_image() -> str:
+    """The test image's tag, built if the engine does not have it yet (a `docker` test)."""
+    require("docker")
+    return _test_image()
 
 
 @functools.cache
-def test_image() -> str:
-    """The test image's tag, built if the engine does not have it yet."""
+def _test_image() -> str:
     client = docker.from_env()
     try:
         client.ping()
     except docker.errors.DockerException as exc:
         raise RuntimeError(f"no Docker engine answers: {exc}") from exc
     try:
-        client.images.get(TEST_IMAGE)
-    except docker.errors.ImageNotFound:
-        repository, tag = TEST_IMAGE.rsplit(":", 1)
-        client.api.import_image_from_data(
-            _rootfs_tar(),
-            repository=repository,
-            tag=tag,
-            changes=["USER agent", "WORKDIR /", 'CMD ["sleep", "infinity"]'],
-        )
-        client.images.get(TEST_IMAGE)  # raises if the import did not produce it
+        with _building():
+            _import_missing(client, TEST_IMAGE, None)
     finally:
         client.close()
     return TEST_IMAGE
 
 
+def _import_missing(client, tag: str, extra: dict[str, bytes] | None) -> None:
+    """Import `tag` (the rootfs plus `extra`) unless the engine has it; call under the lock."""
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        repository, version = tag.rsplit(":", 1)
+        client.api.import_image_from_data(
+            _rootfs_tar(extra),
+            repository=repository,
+            tag=version,
+            changes=["USER agent", "WORKDIR /", 'CMD ["sleep", "infinity"]'],
+        )
+        client.images.get(tag)  # raises if the import did not produce it
+
+
 test_image.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test to collect
 
 
-@functools.cache
 def test_image_with(name: str, files: tuple[tuple[str, bytes], ...]) -> str:
     """The test image plus `files` (path in the image, content; executable), tagged
     `canvas-test/NAME:<digest of the files>` so a changed file makes a new image."""
+    require("docker")
+    return _test_image_with(name, files)
+
+
+@functools.cache
+def _test_image_with(name: str, files: tuple[tuple[str, bytes], ...]) -> str:
     digest = hashlib.sha256(repr(files).encode()).hexdigest()[:12]
     tag = f"canvas-test/{name}:{digest}"
     client = docker.from_env()
@@ -72,16 +106,8 @@ def test_image_with(name: str, files: tuple[tuple[str, bytes], ...]) -> str:
     except docker.errors.DockerException as exc:
         raise RuntimeError(f"no Docker engine answers: {exc}") from exc
     try:
-        client.images.get(tag)
-    except docker.errors.ImageNotFound:
-        repository, version = tag.rsplit(":", 1)
-        client.api.import_image_from_data(
-            _rootfs_tar(dict(files)),
-            repository=repository,
-            tag=version,
-            changes=["USER agent", "WORKDIR /", 'CMD ["sleep", "infinity"]'],
-        )
-        client.images.get(tag)
+        with _building():
+            _import_missing(client, tag, dict(files))
     finally:
         client.close()
     return tag

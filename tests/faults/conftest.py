@@ -64,6 +64,9 @@ class Stack:
     database = TEST_DATABASE
 
     def start_worker(self, pool: str = "threads", concurrency: int = 4, **env: str) -> FaultWorker:
+        from tests.marks import require
+
+        require("worker")
         # The pool is set through the settings: Celery prefers them over `-P` and `-c`.
         worker = FaultWorker(
             self.tmp,

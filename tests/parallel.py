@@ -1,0 +1,82 @@
+"""What each pytest-xdist worker keeps to itself, so `pytest -n N` shares nothing by accident.
+
+pytest-django already gives every xdist worker its own test database (`test_<name>_gw<N>`).
+The rest is set here, in the test process's settings and in the environment its subprocesses
+(Celery workers, servers, CLI runs) inherit, before any test runs:
+
+- the Redis database: REDIS_URL's number plus the worker's index (gw0 keeps it), so a broker
+  fixture that flushes "its" database flushes no other worker's queues;
+- the channel-layer prefix (CANVAS_CHANNEL_PREFIX): Redis pub/sub ignores the database
+  number, and group names such as a user's access group repeat across test databases;
+- the worker host name (CANVAS_WORKER_HOST): `test-host-gw<N>`.
+
+Ports are always free ports (bind to 0) and temporary directories come from pytest's
+per-worker `tmp_path`; a name that must be unique on the machine takes `suffix()`.
+Outside xdist nothing changes (index 0, no suffix).
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit, urlunsplit
+
+REDIS_DATABASES = 16
+"""Redis's default `databases`: the worker's number must stay below it."""
+
+
+def worker_id() -> str:
+    """`gw<N>` under xdist, "" otherwise."""
+    return os.environ.get("PYTEST_XDIST_WORKER", "")
+
+
+def worker_index() -> int:
+    name = worker_id()
+    return int(name[2:]) if name.startswith("gw") else 0
+
+
+def suffix() -> str:
+    """`_gw<N>` under xdist, "" otherwise: for names that must differ between workers."""
+    return f"_{worker_id()}" if worker_id() else ""
+
+
+def redis_url_for_worker(url: str, index: int) -> str:
+    """`url` with its database number moved up by `index`; a clear error past Redis's last."""
+    parts = urlsplit(url)
+    base = int(parts.path.strip("/") or 0)
+    number = base + index
+    if number >= REDIS_DATABASES:
+        raise RuntimeError(
+            f"xdist worker {index} would use Redis database {number} ({url} plus its index), "
+            f"past the last ({REDIS_DATABASES - 1}): run fewer workers or start from a lower one"
+        )
+    return urlunsplit(parts._replace(path=f"/{number}"))
+
+
+def isolate(settings) -> None:
+    """Give this xdist worker its own Redis database, channel prefix and host name, in
+    `settings` and in `os.environ` (for subprocesses). Call before any test runs."""
+    name = worker_id()
+    if not name:
+        return
+    if settings.REDIS_URL:
+        url = redis_url_for_worker(settings.REDIS_URL, worker_index())
+        prefix = f"asgi-{name}"
+        os.environ["REDIS_URL"] = url
+        os.environ["CANVAS_CHANNEL_PREFIX"] = prefix
+        settings.REDIS_URL = url
+        settings.CELERY_BROKER_URL = url
+        settings.CHANNEL_LAYERS = {
+            "default": {
+                **settings.CHANNEL_LAYERS["default"],
+                "CONFIG": {**settings.CHANNEL_LAYERS["default"]["CONFIG"], "hosts": [url],
+                           "prefix": prefix},
+            }
+        }  # fmt: skip
+        from canvas.celery import app
+
+        app.conf.broker_url = url
+    host = os.environ.get("CANVAS_WORKER_HOST", "")
+    if host == "test-host":  # pyproject's default; a host set by hand is kept
+        host = f"test-host-{name}"
+        os.environ["CANVAS_WORKER_HOST"] = host
+        settings.CANVAS_WORKER_HOST = host
