@@ -38,7 +38,7 @@ from tests.conftest import wait_for
 from tests.runs import drive, script
 from workspaces.spec import WorkspaceSpec
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 
 
 def use_profile(settings, **extra) -> None:

@@ -19,6 +19,8 @@ from tests.acp_bridge.docker_turns import agent_image, processes_settled
 from workspaces.base import WorkspacePathError
 from workspaces.docker import DockerWorkspace
 
+pytestmark = pytest.mark.docker
+
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Iterator[DockerWorkspace]:

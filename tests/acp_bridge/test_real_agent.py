@@ -19,7 +19,7 @@ from acp_bridge.session import AcpSession
 from tests.acp_bridge.fake_anthropic import FINAL_TEXT, REFUSED_TEXT, FakeAnthropic
 from tests.acp_bridge.real_agent import claude_agent
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.acp, pytest.mark.timeout(90)]
 
 CONTENT = "hello from a real agent\n"
 TURN_SECONDS = 60.0

@@ -30,7 +30,7 @@ from tests.acp_bridge.real_agent import claude_agent
 from tests.acp_bridge.turns import drive_in_thread, join_clean, of, row
 from tests.conftest import wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.acp, pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
 CONTENT = "written by Claude Code, approved in our inbox\n"
 PLACEHOLDER = "http://127.0.0.1:9"

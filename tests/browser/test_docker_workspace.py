@@ -31,7 +31,7 @@ from tests.canvas.test_workspace_api import RUN
 from tests.docker_images import test_image
 from workspaces.docker import LABEL_CONVERSATION, LABEL_MANAGED, LABEL_TEAM
 
-pytestmark = [pytest.mark.browser, pytest.mark.worker]
+pytestmark = [pytest.mark.docker, pytest.mark.browser, pytest.mark.worker]
 
 browser = live.browser
 page = live.page  # logs in as demo on this module's `server`

@@ -138,6 +138,7 @@ def test_a_missing_key_secret_is_said_in_words(team, user):
     assert "team secret 'OPENAI_KEY', which does not exist" in check.message
 
 
+@pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_test_connection_goes_to_a_worker_and_the_page_polls_its_answer(
     browser, team, settings, start_worker, local_model

@@ -15,7 +15,7 @@ from tests.runs import script
 
 from .checks import assert_log_whole, assert_no_overlap, assert_nothing_running, marked_command
 
-pytestmark = pytest.mark.worker
+pytestmark = [pytest.mark.faults, pytest.mark.worker]
 
 
 def status_of(conversation) -> str:

@@ -27,7 +27,7 @@ from .checks import (
     wait_started,
 )
 
-pytestmark = pytest.mark.worker
+pytestmark = [pytest.mark.faults, pytest.mark.worker]
 
 RECOVERY_TARGET = 10.0
 """Seconds, with a 2 s lease and a 1 s sweep (stack.FAST_RECOVERY)."""
@@ -64,26 +64,35 @@ def assert_recovered_from_interrupted_command(stack, conversation, fault: Fault)
 
 
 def test_kill_9_of_a_worker_mid_command(stack):
-    first = stack.start_worker()
+    stack.start_worker()
     stack.start_worker()  # already up: the measure is the framework's, not a worker's boot
     conversation = command_run(stack)
     wait_started(conversation, "c1")
-    first.kill()
+    # Either worker may have taken c1's slice: kill the one whose process runs it.
+    wait_for(lambda: marked_pids(stack.marker), 10, message="c1's process")
+    chain = ancestry(stack.marker)
+    (runner,) = [w for w in stack.workers if w.pid in chain] or [None]
+    assert runner is not None, f"c1 runs in no worker: {chain}"
+    runner.kill()
     assert_recovered_from_interrupted_command(stack, conversation, Fault.now(conversation.pk))
 
 
-def pool_process_of(worker, marker: str) -> int:
-    """The pool process (a child of the worker's main process) that runs the marked command."""
+def ancestry(marker: str) -> list[int]:
+    """The marked command's pid, its parent's, and so on up to (not including) pid 1."""
     (pid,) = marked_pids(marker)[:1] or [None]
     assert pid is not None, "the marked command is not running"
     chain = []
     while pid not in (0, 1):
-        chain.append((pid, Path(f"/proc/{pid}/cmdline").read_bytes()[:80]))
-        parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        if parent == worker.pid:
-            return pid
-        pid = parent
-    raise AssertionError(f"the command does not descend from the worker {worker.pid}: {chain}")
+        chain.append(pid)
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return chain
+
+
+def pool_process_of(worker, marker: str) -> int:
+    """The pool process (a child of the worker's main process) that runs the marked command."""
+    chain = ancestry(marker)
+    assert worker.pid in chain[1:], f"the command does not descend from {worker.pid}: {chain}"
+    return chain[chain.index(worker.pid) - 1]
 
 
 def test_kill_9_of_a_pool_process_mid_command(stack):

@@ -24,7 +24,7 @@ from .checks import (
     wait_started,
 )
 
-pytestmark = pytest.mark.worker
+pytestmark = [pytest.mark.faults, pytest.mark.worker]
 
 RECOVERY_TARGET = 10.0
 """Seconds the run may stand still, with a 2 s lease and a 1 s sweep (stack.FAST_RECOVERY)."""

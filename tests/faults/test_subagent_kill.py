@@ -18,7 +18,7 @@ from tests.runs import script
 
 from .checks import SIDE_FILE, assert_log_whole, marked_command, status_of
 
-pytestmark = pytest.mark.worker
+pytestmark = [pytest.mark.faults, pytest.mark.worker]
 
 
 def child(marker: str, name: str, seconds: float) -> str:

@@ -26,6 +26,8 @@ from .checks import (
     status_of,
 )
 
+pytestmark = [pytest.mark.worker, pytest.mark.faults]
+
 UNSANDBOXED = {"CANVAS_BWRAP": "/bin/false", "CANVAS_UNSANDBOXED_COMMANDS": "true"}
 
 

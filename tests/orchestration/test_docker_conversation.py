@@ -21,7 +21,7 @@ from tests.workspaces.test_sources import make_repo
 from workspaces.docker import sweep_orphans
 from workspaces.spec import WorkspaceSpec
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture

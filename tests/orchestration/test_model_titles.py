@@ -119,6 +119,7 @@ def test_a_secret_in_the_models_title_is_redacted(user, team, dispatched) -> Non
     assert value not in Conversation.objects.get(pk=conversation.pk).title
 
 
+@pytest.mark.worker
 def test_a_worker_writes_the_title_after_the_first_check(user, team, start_worker) -> None:
     titles_on(team)
     start_worker()

@@ -30,6 +30,8 @@ from workspaces.docker import (
     sweep_orphans,
 )
 
+pytestmark = pytest.mark.docker
+
 # Every conversation id here starts with this run's prefix: the finalizer removes exactly ours.
 PREFIX = f"t{uuid.uuid4().hex[:10]}"
 LIMITS = DockerLimits(memory_mb=64, pids=64)

@@ -15,6 +15,8 @@ from orchestration.tools.file_editor import FileEditorArgs, FileEditorTool
 from tests.workspaces.test_docker import engine, make  # noqa: F401 (the engine fixture)
 from workspaces.docker import DockerWorkspace
 
+pytestmark = pytest.mark.docker
+
 
 @pytest.fixture
 def ws(engine, tmp_path: Path) -> Iterator[DockerWorkspace]:  # noqa: F811

@@ -20,6 +20,8 @@ from tests.conftest import wait_for
 from workspaces.docker import DockerLimits, DockerWorkspace
 from workspaces.docker_process import ContainerProcess, container_which
 
+pytestmark = pytest.mark.docker
+
 PREFIX = f"p{uuid.uuid4().hex[:10]}"
 
 
