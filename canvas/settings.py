@@ -143,7 +143,11 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "canvas.layers.RedisPubSubLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            # A prefix of its own per deployment sharing a Redis (pub/sub ignores the db).
+            "CONFIG": {
+                "hosts": [REDIS_URL],
+                "prefix": os.environ.get("CANVAS_CHANNEL_PREFIX", "asgi"),
+            },
         }
     }
 else:
