@@ -2,7 +2,7 @@
 without the in-process worker, and a separate `celery -A canvas worker` process.
 
 The stack has a database of its own on the shared Postgres (DATABASE_URL's name plus
-`_prod`, made and dropped here, migrated by `manage.py migrate`, so it never meets
+`_prod` and the xdist worker's suffix, made and dropped here, migrated by `manage.py migrate`, so it never meets
 pytest-django's) and a Redis of its own (tests.faults.services.PrivateRedis) for broker,
 channel layer and cache. The web process and the worker name different hosts, so the
 conversation row shows which one ran it.
@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 
+from tests import parallel
 from tests.browser import test_live_run as live
 from tests.browser.test_live_run import (
     DETAIL_URL,
@@ -49,7 +50,7 @@ socket is open, so the rest of the run can only reach the page over that socket.
 def _database_urls() -> tuple[str, str]:
     """(this stack's database URL, the maintenance database's) on the tests' Postgres."""
     url = urlsplit(os.environ["DATABASE_URL"])
-    name = f"{url.path.lstrip('/')}_prod"
+    name = f"{url.path.lstrip('/')}_prod{parallel.suffix()}"  # one per xdist worker
     return url._replace(path=f"/{name}").geturl(), url._replace(path="/postgres").geturl()
 
 
