@@ -1,11 +1,12 @@
 """The Celery app. Tasks are discovered from installed apps; config comes from Django settings."""
 
 import os
+import sys
+import threading
 
 from celery import Celery
 from celery.signals import (
     celeryd_after_setup,
-    worker_init,
     worker_process_init,
     worker_process_shutdown,
     worker_ready,
@@ -14,6 +15,10 @@ from celery.signals import (
 )
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "canvas.settings")
+# Celery's Django fix-up runs Django's system checks as a worker starts: they import the whole
+# URLconf (every view and the API, over a second) that a worker never serves. The web process
+# and `manage.py` run them; a worker skips them unless told otherwise.
+os.environ.setdefault("CELERY_SKIP_CHECKS", "1")
 
 app = Celery("canvas")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -58,10 +63,11 @@ def _depart(**_: object) -> None:
 @worker_shutdown.connect
 @worker_process_shutdown.connect
 def _stop_kept_servers(**_: object) -> None:
-    # The MCP servers runs left for their next slice (orchestration/mcp/pool.py).
-    from orchestration.mcp.pool import close_all
-
-    close_all()
+    # The MCP servers runs left for their next slice (orchestration/mcp/pool.py). A process
+    # that never imported the pool kept none, and importing it (the MCP SDK) takes seconds.
+    pool = sys.modules.get("orchestration.mcp.pool")
+    if pool is not None:
+        pool.close_all()
 
 
 @celeryd_after_setup.connect
@@ -80,16 +86,48 @@ def _consume_host_queue(sender: str, instance, **_: object) -> None:
         queues.select_add(host_queue(settings.CANVAS_WORKER_HOST, base=ACP_QUEUE))
 
 
-@worker_init.connect
+def _may_run_a_model(app: Celery) -> bool:
+    """Whether this worker consumes a queue our own agent's slices (or a title, or a profile
+    test) arrive on: anything but the ACP queues, where only external agents run."""
+    from orchestration.chain.dispatch import ACP_QUEUE
+
+    return any(
+        q != ACP_QUEUE and not q.startswith(f"{ACP_QUEUE}.") for q in app.amqp.queues.consume_from
+    )
+
+
+def _warm_up_in_background(app: Celery) -> None:
+    # LiteLLM costs seconds of CPU to import (and a little more on its first call): load it
+    # in the background once the worker is ready, so the first real model call does not wait
+    # for it while nothing waits for the warm-up. Then move everything imported so far out of
+    # the garbage collector's reach: full collections otherwise rescan LiteLLM's ~460k objects
+    # and cost seconds over a long run. Not in the embedded mode (the server's own process,
+    # mostly the demo model), not on an ACP-only worker, nor with CANVAS_LLM_WARM_UP=0.
+    from django.conf import settings
+
+    if settings.EMBEDDED or os.environ.get("CANVAS_LLM_WARM_UP", "1") == "0":
+        return
+    if not _may_run_a_model(app):
+        return
+
+    def warm() -> None:
+        import gc
+
+        from orchestration.step.llm import warm_up
+
+        warm_up()
+        gc.freeze()
+
+    threading.Thread(target=warm, name="litellm-warm-up", daemon=True).start()
+
+
+@worker_ready.connect
+def _warm_after_ready(sender, **_: object) -> None:
+    pool = getattr(sender.controller, "pool_cls", None)
+    if "prefork" not in getattr(pool, "__module__", ""):  # else its processes run the tasks
+        _warm_up_in_background(sender.app)
+
+
 @worker_process_init.connect
-def _warm_worker_process(**_: object) -> None:
-    # Load LiteLLM once per worker process, before the first task needs it (with what its
-    # first call imports), then move everything imported so far out of the garbage
-    # collector's reach: full collections otherwise rescan LiteLLM's ~460k objects and cost
-    # seconds over a long run.
-    import gc
-
-    from orchestration.step.llm import warm_up
-
-    warm_up()
-    gc.freeze()
+def _warm_pool_process(**_: object) -> None:
+    _warm_up_in_background(app)

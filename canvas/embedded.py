@@ -8,6 +8,7 @@ celery beat runs here as a plain thread.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,9 +45,10 @@ class EmbeddedWorker:
         self._ready = threading.Event()
 
     def start(self, *, wait: bool = True) -> None:
-        """Start the worker; with `wait=False` return at once and let it warm up (it loads
-        LiteLLM first, seconds) in the background: the server answers meanwhile, and tasks
-        sent before it is ready wait in the in-memory broker."""
+        """Start the worker; with `wait=False` return at once and let it start in the
+        background: the server answers meanwhile, and tasks sent before it is ready wait in
+        the in-memory broker. It does not load LiteLLM: the first call to a real model does
+        (the scripted and demo models never need it)."""
         from orchestration.chain.dispatch import ACP_QUEUE, host_queue
 
         app.finalize()
@@ -72,7 +74,6 @@ class EmbeddedWorker:
         ).start()
 
     def _run(self, queues: list[str]) -> None:
-        # Made in this thread: its worker_init handler loads LiteLLM (canvas.celery).
         self._worker = _ReadyWorkController(
             app=app,
             pool="threads",
@@ -117,7 +118,6 @@ class EmbeddedWorker:
 
     def stop(self) -> None:
         from orchestration.chain.workers import draining, presence_stop
-        from orchestration.mcp.pool import close_all
 
         self._stop.set()
         draining.set()  # running slices hand over at their next step boundary
@@ -126,7 +126,9 @@ class EmbeddedWorker:
         for thread in self._threads:
             thread.join(timeout=10)
         presence_stop()
-        close_all()  # the MCP servers runs left for their next slice
+        pool = sys.modules.get("orchestration.mcp.pool")  # none kept if it was never imported
+        if pool is not None:
+            pool.close_all()  # the MCP servers runs left for their next slice
 
 
 @contextmanager

@@ -66,7 +66,7 @@ def _first_checked_prompt(conversation_id: str) -> str | None:
 def title_write(conversation_id: str) -> str | None:
     """On a worker: ask the conversation's model for a title and set it if the default title
     is still there. Returns the title set, or None (not wanted, not due, or the call failed)."""
-    from .step.llm import LiteLLMClient, LLMError
+    from .step.llm import LLMError, model_client
     from .step.profiles import UnknownProfileError, profile_get, profile_with_api_key
 
     row = Conversation.objects.select_related("team").filter(pk=conversation_id).first()
@@ -77,7 +77,7 @@ def title_write(conversation_id: str) -> str | None:
         return None
     try:
         profile = profile_with_api_key(profile_get(row.model, row.team_id))
-        client = LiteLLMClient(
+        client = model_client(
             replace(profile, num_retries=0, timeout=min(profile.timeout, CALL_TIMEOUT_SECONDS))
         )
         answer = client.complete(

@@ -21,7 +21,7 @@ from conversations.events import (
     UserMessageEvent,
 )
 
-from .profiles import ModelProfile
+from .profiles import SCRIPTED_MODELS, ModelProfile
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4
@@ -52,12 +52,16 @@ def context_limit(profile: ModelProfile) -> int | None:
     map (read locally with LITELLM_LOCAL_MODEL_COST_MAP); None when neither knows."""
     if profile.max_input_tokens:
         return profile.max_input_tokens
+    if profile.model in SCRIPTED_MODELS:  # not in the map; a script sets its own window
+        return None
     return _litellm_limit(profile.model)
 
 
 @lru_cache(maxsize=64)
 def _litellm_limit(model: str) -> int | None:
-    import litellm  # workers only: the web process never imports LiteLLM
+    from .llm import litellm_module  # a real model's: the web process never imports LiteLLM
+
+    litellm = litellm_module()
 
     try:
         info = litellm.get_model_info(model)

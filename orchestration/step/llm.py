@@ -1,7 +1,9 @@
 """Models through LiteLLM, behind a small Protocol the loop depends on.
 
-Importing this module imports LiteLLM (seconds and hundreds of MB): only workers do, the web
-process never should. Profiles name a LiteLLM model id plus how to reach it.
+LiteLLM (seconds of CPU and hundreds of MB) is imported on the first call that needs it, not
+with this module: the web process, a worker's start, the CLI and the scripted and demo models
+(`model_client`) never pay for it; a real provider's call, a profile test or a worker's
+background warm-up (canvas.celery) does. Profiles name a LiteLLM model id plus how to reach it.
 """
 
 from __future__ import annotations
@@ -10,32 +12,49 @@ import logging
 import os
 import random
 import re
+import threading
 import time
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Protocol
-
-import litellm
 
 from common import netguard
 from conversations.events import Usage
 
-from .profiles import ModelProfile
-from .scripted import ScriptedLLM
+from .profiles import SCRIPTED_MODELS, ModelProfile
 
-litellm.custom_provider_map = [
-    *[p for p in litellm.custom_provider_map if p.get("provider") != "canvas"],
-    {"provider": "canvas", "custom_handler": ScriptedLLM()},
-]
-litellm.suppress_debug_info = True
-litellm.telemetry = False
+_configured = threading.Lock()
+_ready: ModuleType | None = None
+
+
+def litellm_module() -> ModuleType:
+    """LiteLLM, imported and configured once per process: our scripted models registered as
+    its "canvas" custom provider, its debug banner and telemetry off."""
+    global _ready
+    if _ready is not None:
+        return _ready
+    with _configured:
+        if _ready is None:
+            import litellm
+
+            from .scripted_litellm import ScriptedLLM
+
+            litellm.custom_provider_map = [
+                *[p for p in litellm.custom_provider_map if p.get("provider") != "canvas"],
+                {"provider": "canvas", "custom_handler": ScriptedLLM()},
+            ]
+            litellm.suppress_debug_info = True
+            litellm.telemetry = False
+            _ready = litellm
+    return _ready
 
 
 def warm_up() -> None:
-    """Answer one offline request (the scripted model's) so LiteLLM imports what it imports
-    only on a first call: measured 0.6 s here, paid at a worker's start instead of in the
-    first step it runs (bench/resume.py)."""
+    """Import LiteLLM and answer one offline request (the scripted model's through it), so
+    what LiteLLM imports only on a first call is paid here: by a worker in the background once
+    it is ready (canvas.celery), not by the first step it runs (bench/resume.py)."""
     try:
-        litellm.completion(
+        litellm_module().completion(
             model="canvas/scripted", messages=[{"role": "user", "content": "warm up"}]
         )
     except Exception:  # noqa: BLE001 - a worker that cannot warm up still works, only slower
@@ -80,15 +99,30 @@ class LLMClient(Protocol):
     ) -> LLMResponse: ...
 
 
-RETRYABLE: tuple[type[Exception], ...] = (
-    netguard.UnresolvableHost,  # our own check's lookup; LiteLLM's would fail the same way
-    litellm.RateLimitError,
-    litellm.InternalServerError,
-    litellm.ServiceUnavailableError,
-    litellm.BadGatewayError,
-    litellm.APIConnectionError,
-    litellm.Timeout,
-)
+def model_client(profile: ModelProfile) -> LLMClient:
+    """The client for a profile: the scripted and demo models answer in this process without
+    LiteLLM (orchestration.step.scripted, the same answers as through it); every other model
+    goes through LiteLLM."""
+    if profile.model in SCRIPTED_MODELS:
+        from .scripted import ScriptedClient
+
+        return ScriptedClient(profile)
+    return LiteLLMClient(profile)
+
+
+def _retryable() -> tuple[type[Exception], ...]:
+    litellm = litellm_module()
+    return (
+        netguard.UnresolvableHost,  # our own check's lookup; LiteLLM's would fail the same way
+        litellm.RateLimitError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+        litellm.BadGatewayError,
+        litellm.APIConnectionError,
+        litellm.Timeout,
+    )
+
+
 MAX_BACKOFF_SECONDS = 20.0
 
 
@@ -167,6 +201,7 @@ class LiteLLMClient:
             ) from None
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> LLMResponse:
+        litellm = litellm_module()
         kwargs = self._kwargs(messages, tools)
         attempts = self.profile.num_retries + 1
         for attempt in range(attempts):
@@ -181,7 +216,7 @@ class LiteLLMClient:
                 missing = _missing_key(exc, self.profile.model)
                 if missing is not None:  # no retry can help; say what is missing
                     raise LLMError(NO_API_KEY, missing) from None
-                if not isinstance(exc, RETRYABLE):  # not transient: the request itself is wrong
+                if not isinstance(exc, _retryable()):  # not transient: the request itself is wrong
                     raise LLMError(_error_code(exc), _error_message(exc)) from exc
                 if attempt + 1 >= attempts:
                     raise LLMError(
@@ -218,7 +253,7 @@ def _missing_key(exc: Exception, model: str) -> str | None:
     provider = getattr(exc, "llm_provider", None)
     if not provider:
         try:
-            provider = litellm.get_llm_provider(model)[1]
+            provider = litellm_module().get_llm_provider(model)[1]
         except Exception:  # an unknown model: name it instead
             provider = model
     return (
@@ -235,7 +270,7 @@ _BAD_RESPONSE_MARKERS = ("Invalid response object", "LiteLLM: provider returned"
 
 
 def _is_bad_response(exc: Exception) -> bool:
-    return isinstance(exc, litellm.InternalServerError) and any(
+    return isinstance(exc, litellm_module().InternalServerError) and any(
         marker in str(exc) for marker in _BAD_RESPONSE_MARKERS
     )
 

@@ -44,6 +44,9 @@ class ModelProfile:
     reprs so a logged profile cannot leak it."""
 
 
+SCRIPTED_MODELS = frozenset({"canvas/scripted", "canvas/demo"})
+"""Model ids answered by orchestration.step.scripted: no provider, no LiteLLM needed."""
+
 BUILTIN_PROFILES = {
     "scripted": ModelProfile(name="scripted", model="canvas/scripted", num_retries=0),
     "demo": ModelProfile(name="demo", model="canvas/demo", num_retries=0),

@@ -71,7 +71,7 @@ from .context import (
 )
 from .history import History, history_refresh
 from .limits import LIMIT_REASONS, limit_reached, run_limits, tool_refused
-from .llm import LiteLLMClient, LLMClient, LLMError, LLMResponse
+from .llm import LLMClient, LLMError, LLMResponse, model_client
 from .loop import (
     events_from_response,
     execute_action,
@@ -159,7 +159,7 @@ class SliceRunner:
     def llm(self) -> LLMClient:
         if self._llm is None:
             profile = profile_get(self.config.model, self.team_id)
-            self._llm = LiteLLMClient(profile_with_api_key(profile))
+            self._llm = model_client(profile_with_api_key(profile))
         return self._llm
 
     def append(self, events: list[BaseEvent], *, spend: float = 0.0) -> None:

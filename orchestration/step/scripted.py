@@ -1,4 +1,4 @@
-"""Deterministic models served through LiteLLM's custom-provider hook.
+"""Deterministic models: what they answer, and a client that answers without LiteLLM.
 
 `canvas/scripted` plays a script given as the first user message; `canvas/demo` plays a
 built-in one. A title request (orchestration.title_model) gets the script's "title". Both are stateless: the next turn is derived from how many assistant messages
@@ -10,20 +10,25 @@ Condensation (orchestration.step.condense) is scripted too: a summarising reques
 script's "summary" (a string, or {"error": message} to fail the call), and a script with
 "context_window": N refuses, as a provider would, any turn whose prompt is over N tokens
 (characters of content / 4, as its usage counts them). A turn {"fail": message} fails its call.
+
+Runs reach them through `ScriptedClient` (orchestration.step.llm.model_client), which never
+imports LiteLLM: the CLI, `make up` and a worker running only these models start and step
+without it. The same turns are also registered as LiteLLM's "canvas" custom provider
+(orchestration.step.scripted_litellm), so tests can drive LiteLLM's own path with them; the
+two answer alike, errors included (tests/orchestration/test_scripted_direct.py).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Any
 
-import litellm
-from litellm import CustomLLM, ModelResponse
-from litellm.types.utils import ChatCompletionMessageToolCall, Choices, Function, Message
+from conversations.events import Usage
 
 from ..titles import TITLE_INSTRUCTION
+from .llm import CONTEXT_WINDOW_EXCEEDED, ContextWindowError, LLMError, LLMResponse, ToolCall
+from .profiles import ModelProfile
 from .summary_prompt import SUMMARY_INSTRUCTION
 
 NOT_A_SCRIPT = (
@@ -192,60 +197,72 @@ def next_turn(model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
     return {"tool": "finish", "args": {"message": "The script is finished."}}
 
 
-def _tool_call(index: int, call_no: int, tool: str, args: Any) -> ChatCompletionMessageToolCall:
+def tool_arguments(args: Any) -> str:
     # Arguments pass through verbatim when they are a string, so tests can send broken JSON.
-    arguments = args if isinstance(args, str) else json.dumps(args)
-    return ChatCompletionMessageToolCall(
-        id=f"call_{call_no}_{index}",
-        type="function",
-        function=Function(name=tool, arguments=arguments),
-    )
+    return args if isinstance(args, str) else json.dumps(args)
 
 
-def build_response(model: str, messages: list[dict[str, Any]]) -> ModelResponse:
-    turn = next_turn(model, messages)
-    call_no = _played(messages)
-    if "context_window" in turn:
-        raise litellm.ContextWindowExceededError(
-            message=f"This model's maximum context length is {turn['context_window']} tokens.",
-            model=model,
-            llm_provider="canvas",
-        )
-    if "fail" in turn:
-        raise litellm.BadRequestError(message=turn["fail"], model=model, llm_provider="canvas")
+def turn_calls(turn: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The (tool, args) pairs a turn calls, in order; empty for a plain message."""
     if "tools" in turn:
-        calls = [
-            _tool_call(i, call_no, c.get("tool", ""), c.get("args", {}))
-            for i, c in enumerate(turn["tools"])
-        ]
-        message = Message(content=turn.get("thought"), tool_calls=calls)
-    elif "tool" in turn:
-        message = Message(
-            content=turn.get("thought"),
-            tool_calls=[_tool_call(0, call_no, turn["tool"], turn.get("args", {}))],
-        )
-    else:
-        message = Message(content=str(turn.get("say", "")))
-    finish_reason = "tool_calls" if message.tool_calls else "stop"
+        return [(c.get("tool", ""), c.get("args", {})) for c in turn["tools"]]
+    if "tool" in turn:
+        return [(turn["tool"], turn.get("args", {}))]
+    return []
+
+
+def calls_a_tool(turn: dict[str, Any]) -> bool:
+    """A tool turn (its "thought" is the message's text), not a plain message ("say")."""
+    return "tools" in turn or "tool" in turn
+
+
+def turn_usage(messages: list[dict[str, Any]], turn: dict[str, Any]) -> tuple[int, int]:
+    """(prompt, completion) tokens, as characters / 4."""
     prompt_chars = sum(len(str(m.get("content") or "")) for m in messages)
-    return ModelResponse(
-        id=f"scripted-{call_no}",
-        created=int(time.time()),
-        model=model,
-        choices=[Choices(index=0, message=message, finish_reason=finish_reason)],
-        usage={
-            "prompt_tokens": prompt_chars // 4,
-            "completion_tokens": len(json.dumps(turn)) // 4,
-            "total_tokens": prompt_chars // 4 + len(json.dumps(turn)) // 4,
-        },
-    )
+    return prompt_chars // 4, len(json.dumps(turn)) // 4
 
 
-class ScriptedLLM(CustomLLM):
-    def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> ModelResponse:
-        return build_response(model, messages)
+def context_window_message(window: int) -> str:
+    return f"This model's maximum context length is {window} tokens."
 
-    async def acompletion(
-        self, model: str, messages: list, *args: Any, **kwargs: Any
-    ) -> ModelResponse:
-        return build_response(model, messages)
+
+class ScriptedClient:
+    """An LLMClient playing the scripted or demo model in this process: what LiteLLM's path
+    (scripted_litellm) answers, and the same LLMError codes and messages, without LiteLLM."""
+
+    def __init__(self, profile: ModelProfile) -> None:
+        self.profile = profile
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> LLMResponse:
+        model = self.profile.model
+        turn = next_turn(model, messages)
+        call_no = _played(messages)
+        if "context_window" in turn:
+            # LiteLLM files its context-window errors under a bad request, and says so.
+            refusal = f"litellm.BadRequestError: {context_window_message(turn['context_window'])}"
+            raise ContextWindowError(
+                CONTEXT_WINDOW_EXCEEDED, _as_litellm_error("ContextWindowExceededError", refusal)
+            )
+        if "fail" in turn:
+            raise LLMError(
+                "llm_BadRequestError_400", _as_litellm_error("BadRequestError", turn["fail"])
+            )
+        calls = [
+            ToolCall(id=f"call_{call_no}_{i}", name=tool, arguments=tool_arguments(args))
+            for i, (tool, args) in enumerate(turn_calls(turn))
+        ]
+        content = turn.get("thought") if calls_a_tool(turn) else str(turn.get("say", ""))
+        prompt_tokens, completion_tokens = turn_usage(messages, turn)
+        return LLMResponse(
+            id=f"scripted-{call_no}",
+            content=content,
+            tool_calls=calls,
+            usage=Usage(
+                prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost_usd=0.0
+            ),
+        )
+
+
+def _as_litellm_error(name: str, message: str) -> str:
+    """The message orchestration.step.llm makes of the error LiteLLM raises for this turn."""
+    return f"{name} (HTTP 400): litellm.{name}: {message}"[:2000]

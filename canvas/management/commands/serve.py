@@ -30,7 +30,7 @@ class Command(BaseCommand):
         if settings.EMBEDDED:
             from canvas.embedded import embedded_worker
 
-            worker = embedded_worker(wait=False)  # serve while it loads LiteLLM
+            worker = embedded_worker(wait=False)  # serve while it starts
         else:
             worker = nullcontext()
         with worker:
