@@ -1,0 +1,68 @@
+"""tests/parallel.py: what each xdist worker keeps to itself; tests/marks.py: the lane check."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from tests import marks, parallel
+
+
+def test_a_worker_moves_the_redis_database_up_by_its_index():
+    assert parallel.redis_url_for_worker("redis://127.0.0.1:6379/5", 0) == (
+        "redis://127.0.0.1:6379/5"
+    )
+    assert parallel.redis_url_for_worker("redis://127.0.0.1:6379/5", 3) == (
+        "redis://127.0.0.1:6379/8"
+    )
+    assert parallel.redis_url_for_worker("redis://:pw@redis:6379", 2) == "redis://:pw@redis:6379/2"
+
+
+def test_a_worker_past_the_last_redis_database_is_refused_in_words():
+    with pytest.raises(RuntimeError, match="would use Redis database 16"):
+        parallel.redis_url_for_worker("redis://127.0.0.1:6379/10", 6)
+
+
+def test_this_process_uses_its_own_database_prefix_and_host(settings, db):
+    from django.db import connection
+
+    name = parallel.worker_id()
+    if not name:
+        assert parallel.suffix() == ""
+        return
+    assert os.environ["REDIS_URL"] == settings.REDIS_URL
+    assert settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] == f"asgi-{name}"
+    assert f"test-host-{name}" == settings.CANVAS_WORKER_HOST
+    assert connection.settings_dict["NAME"].endswith(f"_{name}")  # pytest-django's suffix
+
+
+def test_an_unmarked_worker_start_fails_naming_the_mark(request):
+    with pytest.raises(pytest.fail.Exception, match=r"@pytest.mark.worker"):
+        marks.require("worker")
+    assert request.node.get_closest_marker("worker") is None
+
+
+def _item(fixtures: dict[str, str], module: str, **names) -> SimpleNamespace:
+    """A stand-in for a collected test: fixture name -> defining module, and a module."""
+
+    def defined_in(where: str):
+        func = lambda: None  # noqa: E731
+        func.__module__ = where
+        return [SimpleNamespace(func=func, scope="function")]
+
+    info = SimpleNamespace(name2fixturedefs={n: defined_in(m) for n, m in fixtures.items()})
+    return SimpleNamespace(_fixtureinfo=info, module=SimpleNamespace(__name__=module, **names))
+
+
+def test_the_lanes_a_test_reaches_come_from_its_fixtures_folder_and_imports():
+    from tests import docker_images  # not at the top: this module would need the docker mark
+
+    assert marks.required_marks(_item({"start_worker": "tests.conftest"}, "tests.x")) == {"worker"}
+    assert marks.required_marks(_item({"stack": "tests.faults.conftest"}, "tests.faults.y")) == {
+        "faults"
+    }
+    assert marks.required_marks(_item({"browser": "tests.conftest"}, "tests.canvas.z")) == set()
+    assert marks.required_marks(_item({}, "tests.browser.test_a")) == {"browser"}
+    assert marks.required_marks(_item({}, "tests.w", docker_images=docker_images)) == {"docker"}
