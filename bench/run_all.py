@@ -36,6 +36,7 @@ BENCHMARKS: dict[str, tuple[list[str], float]] = {
     "condensation": ([], 900.0),
     "resume": ([], 900.0),
     "mcp_slices": ([], 600.0),
+    "startup": ([], 900.0),
 }
 
 
@@ -281,6 +282,31 @@ def mcp_rows(r: dict[str, Any]) -> list[Row]:
     ]  # fmt: skip
 
 
+def startup_rows(r: dict[str, Any]) -> list[Row]:
+    if "error" in r:
+        return [("startup", r["error"], "", False)]
+    rows: list[Row] = []
+    if "cli" in r:
+        cli = r["cli"]
+        rows.append(
+            ("CLI run_conversation --model scripted, 4 steps: wall / CPU s",
+             f"{cli['wall_s']:.2f} / {cli['cpu_s']:.2f}", "<= 3", cli["wall_s"] <= 3)
+        )  # fmt: skip
+    if "worker" in r:
+        worker = r["worker"]
+        rows.append(
+            ("worker start -> ready: wall / CPU s (CPU 10 s later)",
+             f"{worker['wall_s']:.2f} / {worker['cpu_s']:.2f} ({worker['cpu_10s_later_s']:.2f})",
+             "", None)
+        )  # fmt: skip
+    if "up_again" in r:
+        up = r["up_again"]["wall_s"]
+        rows.append(("`make up` second start -> first answer (s)", f"{up:.2f}", "<= 5", up <= 5))
+    if "web" in r:
+        rows.append(("web start -> first answer (s)", f"{r['web']['wall_s']:.2f}", "", None))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Smaller counts, for a smoke run.")
@@ -313,6 +339,7 @@ def main() -> None:
         ("condensation", condensation_rows),
         ("resume", resume_rows),
         ("mcp_slices", mcp_rows),
+        ("startup", startup_rows),
     ):
         if name in results:
             rows.extend(make(results[name]))
