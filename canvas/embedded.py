@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 
 
 READY_TIMEOUT_SECONDS = 30.0
+POLL_SECONDS = 0.05
 
 
 class _ReadyWorkController(WorkController):
@@ -53,6 +54,10 @@ class EmbeddedWorker:
 
         app.finalize()
         app.set_current()
+        # The in-memory broker is polled, once a second by default: every slice handed over
+        # (and the worker's own stop) waited for it. Polling a dict this often costs nothing.
+        options = app.conf.broker_transport_options or {}
+        app.conf.broker_transport_options = {**options, "polling_interval": POLL_SECONDS}
         here = settings.CANVAS_WORKER_HOST
         # One worker for everything here: our own agents' slices and external agents' turns.
         queues = [
@@ -124,6 +129,10 @@ class EmbeddedWorker:
         if self._worker is not None:
             self._worker.stop(in_sighandler=False)
         for thread in self._threads:
+            if thread.name == "embedded-celery" and self._worker is not None:
+                # Its stop above waited for the running tasks; the consumer's own thread
+                # would notice only when its broker poll times out (2 s): not waited for.
+                continue
             thread.join(timeout=10)
         presence_stop()
         pool = sys.modules.get("orchestration.mcp.pool")  # none kept if it was never imported

@@ -22,6 +22,9 @@ POLL_SECONDS = 0.05
 
 class Command(BaseCommand):
     help = "Start a conversation and follow it to the end. Exits 0 when it FINISHED."
+    # Django's system checks import the whole URLconf (every view and the API, seconds on a
+    # busy machine) that a command line never serves; `manage.py check` and the server run them.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("prompt")
