@@ -39,7 +39,7 @@ def test_no_output(ctx: ToolContext) -> None:
 def test_timeout_is_an_error_with_partial_output(ctx: ToolContext) -> None:
     started = time.monotonic()
     result = run(ctx, "echo partial; sleep 30", timeout=0.5)
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 10  # the timeout and the kill's grace, not the 30 s
     assert result.content == "partial\n[command timed out after 0.5s; output above is partial]"
     assert (result.is_error, result.exit_code) == (True, None)
 

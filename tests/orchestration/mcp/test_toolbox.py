@@ -131,7 +131,7 @@ def test_an_interrupt_stops_waiting_for_servers_that_start_slowly(toolbox, tmp_p
     threading.Timer(0.5, cancel.set).start()
     started = time.monotonic()
     assert toolbox.open([launch(tmp_path, **server_fields(args=sleep))], cancel=cancel) == ([], [])
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # the 0.5 s interrupt, not the server's 60 s
 
 
 def test_a_kept_server_is_never_reused_under_another_network_secret_or_folder(tmp_path) -> None:
