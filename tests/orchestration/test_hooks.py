@@ -32,7 +32,7 @@ def test_json_deny_decision_reads_the_event_from_stdin():
 def test_timeouts_and_crashes_follow_the_fail_mode():
     started = time.monotonic()
     slow = run_hook(spec("sleep 30", timeout=0.5), PAYLOAD)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # the 0.5 s timeout and the kill, not the 30 s
     assert slow.allowed and "timed out" in slow.failure
     closed = run_hook(spec("exit 7", fail_closed=True), PAYLOAD)
     assert not closed.allowed and "exited with code 7" in closed.failure
