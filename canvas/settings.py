@@ -186,6 +186,10 @@ CANVAS_BWRAP = os.environ.get("CANVAS_BWRAP", "")
 CANVAS_UNSANDBOXED_COMMANDS = _env_bool("CANVAS_UNSANDBOXED_COMMANDS", EMBEDDED)
 # A team policy's network="host" reaches the host's own services (Postgres, Redis) too.
 CANVAS_SANDBOX_ALLOW_HOST_NETWORK = _env_bool("CANVAS_SANDBOX_ALLOW_HOST_NETWORK", False)
+# The scripted and demo models answer in this process without LiteLLM (seconds of CPU to
+# import). The test suite sets this so they go through LiteLLM's own code path instead, as
+# its custom provider "canvas": the model is the one thing faked, never the path to it.
+CANVAS_SCRIPTED_THROUGH_LITELLM = _env_bool("CANVAS_SCRIPTED_THROUGH_LITELLM", False)
 CANVAS_SANDBOX_READONLY_PATHS = _env_list("CANVAS_SANDBOX_READONLY_PATHS", "")
 
 

@@ -73,6 +73,7 @@ def test_the_command_line_runs_the_scripted_model_without_litellm(transactional_
     env |= {
         "DATABASE_URL": _database_url(),
         "PYTHONPROFILEIMPORTTIME": "1",
+        "CANVAS_SCRIPTED_THROUGH_LITELLM": "false",  # as a newcomer runs it
         "CANVAS_WORKSPACES_ROOT": str(tmp_path / "workspaces"),
         "CANVAS_STATE_ROOT": str(tmp_path / "state"),
     }

@@ -101,9 +101,12 @@ class LLMClient(Protocol):
 
 def model_client(profile: ModelProfile) -> LLMClient:
     """The client for a profile: the scripted and demo models answer in this process without
-    LiteLLM (orchestration.step.scripted, the same answers as through it); every other model
-    goes through LiteLLM."""
-    if profile.model in SCRIPTED_MODELS:
+    LiteLLM (orchestration.step.scripted, the same answers as through it) unless
+    CANVAS_SCRIPTED_THROUGH_LITELLM (the test suite) plugs them in behind LiteLLM; every other
+    model goes through LiteLLM."""
+    from django.conf import settings
+
+    if profile.model in SCRIPTED_MODELS and not settings.CANVAS_SCRIPTED_THROUGH_LITELLM:
         from .scripted import ScriptedClient
 
         return ScriptedClient(profile)
