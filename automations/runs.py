@@ -26,6 +26,7 @@ from teams.permissions import Action, role_allows, team_role
 from workspaces.spec import spec_of
 
 from .models import Automation, AutomationRun
+from .templating import readable
 from .vocabulary import OPEN_STATUSES, Concurrency, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -93,10 +94,11 @@ def _cancel(previous: list[AutomationRun]) -> None:
 
 def _create(automation: Automation, run: AutomationRun):
     from orchestration.services import conversation_create
+    from orchestration.titles import default_title
 
     return conversation_create(
         owner=_owner(automation), team=automation.team_id, prompt=run.prompt,
-        model=automation.model, agent=automation.agent or None,
+        title=default_title(readable(run.prompt)), model=automation.model, agent=automation.agent or None,
         workspace_spec=spec_of(automation.workspace_spec),
         max_cost_usd=float(automation.max_cost_usd) if automation.max_cost_usd else None,
         secret_names=list(automation.allowed_secrets), **(automation.limits or {}),

@@ -13,6 +13,7 @@ substitution ends with PAYLOAD_NOTE saying what those quotes are. Pure: no ORM.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from dataclasses import dataclass
@@ -82,6 +83,16 @@ def _lookup(payload: Any, path: tuple[str, ...]) -> Any:
 def _text(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return quote_untrusted(text, tag=PAYLOAD_TAG, inline=True)
+
+
+_QUOTED = re.compile(rf"<{PAYLOAD_TAG}>(.*?)</{PAYLOAD_TAG}>", re.DOTALL)
+
+
+def readable(prompt: str) -> str:
+    """A rendered prompt as a person reads it (a run's title): the payload's values without
+    their quotes, unescaped, and without PAYLOAD_NOTE. Never for the model."""
+    text = prompt.removesuffix(PAYLOAD_NOTE)
+    return _QUOTED.sub(lambda m: html.unescape(m.group(1)), text)
 
 
 def render(template: str, payload: Any) -> str:

@@ -56,16 +56,14 @@ _CREDENTIAL_WORDS = ("signature", "authorization", "cookie", "token", "secret", 
 _MAX_HEADERS = 60
 _MAX_HEADER_CHARS = 1000
 REDACTED = "[redacted]"
-DEFAULT_FAILURE_LIMIT = 20
-DEFAULT_COOLOFF_SECONDS = 300.0
 
 
 def _failure_limit() -> int:
-    return int(getattr(settings, "CANVAS_WEBHOOK_FAILURE_LIMIT", DEFAULT_FAILURE_LIMIT))
+    return int(settings.CANVAS_WEBHOOK_FAILURE_LIMIT)
 
 
 def _cooloff() -> float:
-    return float(getattr(settings, "CANVAS_WEBHOOK_COOLOFF_SECONDS", DEFAULT_COOLOFF_SECONDS))
+    return float(settings.CANVAS_WEBHOOK_COOLOFF_SECONDS)
 
 
 ADDRESS_FAILURES = FailureCounter("webhook-address", limit=_failure_limit, cooloff=_cooloff)

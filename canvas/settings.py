@@ -241,6 +241,11 @@ CANVAS_WEBHOOK_MAX_BYTES = int(os.environ.get("CANVAS_WEBHOOK_MAX_BYTES") or 102
 # The largest workspace folder a fork copies, in the request that makes it (orchestration/fork.py).
 CANVAS_FORK_MAX_BYTES = int(os.environ.get("CANVAS_FORK_MAX_BYTES") or 512 * 1024 * 1024)
 CANVAS_WEBHOOK_RATE_PER_MINUTE = int(os.environ.get("CANVAS_WEBHOOK_RATE_PER_MINUTE") or 60)
+# Refused deliveries (unknown hook, bad signature) from one address, or with a bad signature to
+# one automation: after CANVAS_WEBHOOK_FAILURE_LIMIT within CANVAS_WEBHOOK_COOLOFF_SECONDS,
+# further refusals answer 429 with Retry-After (a correctly signed delivery is still taken).
+CANVAS_WEBHOOK_FAILURE_LIMIT = int(os.environ.get("CANVAS_WEBHOOK_FAILURE_LIMIT") or 20)
+CANVAS_WEBHOOK_COOLOFF_SECONDS = float(os.environ.get("CANVAS_WEBHOOK_COOLOFF_SECONDS") or 300)
 # The longest ACP turn any profile may run: bounds the task (and its lease keeper) of a turn.
 CANVAS_ACP_MAX_TURN_SECONDS = float(os.environ.get("CANVAS_ACP_MAX_TURN_SECONDS", "86400"))
 # How long an external agent's permission request waits for a person before it is answered as

@@ -76,6 +76,7 @@ from workspaces.base import (
     WorkspacePathError,
     WorkspaceUnavailable,
 )
+from workspaces.fs_tree import chown_tree
 from workspaces.local import (
     _DRAIN_SECONDS,
     _ENV_FILE,
@@ -402,14 +403,17 @@ class DockerWorkspace(LocalWorkspace):
 
     def _hand_over(self, container_id: str, user: str) -> None:
         """Give the workspace tree to the container's user, so the agent can write what the
-        worker (root) cloned or wrote before the container existed."""
+        worker (root) cloned or wrote before the container existed. By handle
+        (fs_tree.chown_tree): a command of a container sharing the folder may swap a folder
+        for a link meanwhile, and root must not change an owner through it."""
         owner = _resolve_user(self._api(), container_id, user)
         if owner is None or owner[0] == 0:
             return
-        os.lchown(self.root, *owner)
-        for top, dirs, files in os.walk(self.root):
-            for name in dirs + files:
-                os.lchown(os.path.join(top, name), *owner)
+        root = fs.open_root(self.root)
+        try:
+            chown_tree(root, owner)
+        finally:
+            os.close(root)
 
     def pause(self) -> None:
         with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 from workspaces.base import WorkspacePathError
-from workspaces.fs import open_dir_at, open_file_at, open_root
+from workspaces.fs import Owner, open_dir_at, open_file_at, open_root
 
 MAX_DEPTH = 256
 _CHUNK = 1 << 30
@@ -292,3 +292,43 @@ def _copy_bytes(src: int, dst: int, budget: int) -> int:
         copied += n
         if copied > budget:
             raise _OverBudget
+
+
+def chown_tree(root_fd: int, owner: Owner, *, max_depth: int = MAX_DEPTH) -> int:
+    """Give the folder `root_fd` and every folder and regular file under it to `owner` (uid,
+    gid); how many were given. Each is changed through a descriptor of its own, opened
+    `O_NOFOLLOW` relative to its parent's, after `fstat` says what it is: never by a name
+    that could have been swapped for a link meanwhile, so nothing outside the tree changes
+    owner. Left as they are: links (a link's owner grants nothing; whoever owns its folder
+    may replace it), whatever changed since it was listed (see the module docstring), and a
+    regular file with other hard links (`st_nlink` > 1), whose other names may lie outside
+    (a `git clone --local` links the source's objects), and what lies more than `max_depth`
+    folders down (an agent's nesting must not stop the rest being given)."""
+    os.fchown(root_fd, *owner)
+    given = 1
+    for entry in walk(root_fd, max_depth=max_depth):
+        if isinstance(entry, Entry) and entry.kind != "link":
+            given += _give(entry, owner)
+            entry.descend = len(entry.parts) < max_depth
+    return given
+
+
+def _give(entry: Entry, owner: Owner) -> int:
+    """chown_tree's step for one folder or regular file: 1 when it was given, else 0."""
+    if entry.kind == "dir":
+        try:
+            fd = open_dir_at(entry.parent, [entry.name], shown=entry.path)
+        except (*_RACES, PermissionError):
+            return 0
+    else:
+        fd = open_regular(entry)
+        if fd is None:
+            return 0
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            return 0
+        os.fchown(fd, *owner)
+    finally:
+        os.close(fd)
+    return 1

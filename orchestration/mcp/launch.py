@@ -3,7 +3,7 @@ secret reference replaced by the team secret's value (on the worker, for this co
 where it runs, and what it may see.
 
 A stdio server gets PATH and the config's variables, nothing of the worker's; HOME and TMPDIR
-are a private directory the sandbox makes for it. It starts in the conversation's workspace (its
+are a private directory made for it in its conversation's state folder. It starts in the conversation's workspace (its
 one writable folder besides that home), sees the system dirs and the site's
 CANVAS_SANDBOX_READONLY_PATHS, and has the team policy's network. The team's command, args and
 PATH add no mount: the command is found in what the sandbox already shows
@@ -64,9 +64,11 @@ def _resolve(
 
 def server_launch(
     config: McpServerConfig, *, secrets: Mapping[str, str], workspace: str | None,
-    network: Network,
+    network: Network, conversation_id: str | None = None,
 ) -> ServerLaunch:  # fmt: skip
-    """Raises LaunchError when the server cannot be started as configured."""
+    """Raises LaunchError when the server cannot be started as configured. A stdio server
+    started for `conversation_id` keeps its private home in that conversation's state folder
+    (orchestration.mcp.stdio); without one, in a temporary folder."""
     used: dict[str, str] = {}
     if config.transport == "http":
         headers = _resolve(config.headers, secrets, config.name, "header", used)
@@ -79,6 +81,7 @@ def server_launch(
     except CommandRefused as exc:
         raise LaunchError(str(exc)) from None
     launch = StdioLaunch(
-        command=command, args=config.args, env=env, cwd=Path(workspace), network=network
-    )
+        command=command, args=config.args, env=env, cwd=Path(workspace), network=network,
+        home_for=(conversation_id, config.name) if conversation_id else None,
+    )  # fmt: skip
     return ServerLaunch(config, stdio=launch, secrets_used=used)

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from orchestration.external.home import mcp_homes_touch
+
 from .launch import ServerLaunch
 from .toolbox import ListedTool, McpToolbox
 
@@ -72,7 +74,10 @@ def toolbox_take(conversation_id: str, launched_as: str) -> Kept | None:
 
 
 def toolbox_keep(conversation_id: str, kept: Kept) -> None:
-    """Leave the toolbox for the conversation's next slice (closed when it does not come)."""
+    """Leave the toolbox for the conversation's next slice (closed when it does not come).
+    Call before the slice's lease is released: the servers' homes are marked in use for the
+    sweep (orchestration.external.home) from here on."""
+    mcp_homes_touch(conversation_id)
     kept.since = time.monotonic()
     with _lock:
         _kept[conversation_id] = kept

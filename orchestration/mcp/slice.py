@@ -80,7 +80,8 @@ def _launches(
 ) -> tuple[list[ServerLaunch], list[Unavailable]]:
     network = effective_network(runner.limits.policy.network)
     launches, failed = [], []
-    where = {"secrets": runner.ctx.secrets, "workspace": runner.workspace_root, "network": network}
+    where = {"secrets": runner.ctx.secrets, "workspace": runner.workspace_root, "network": network,
+             "conversation_id": runner.conversation_id}  # fmt: skip
     for config in configs:
         try:
             launches.append(server_launch(config, **where))

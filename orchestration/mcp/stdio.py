@@ -7,6 +7,11 @@ The SDK's own `stdio_client` merges HOME, PATH and friends from the worker's env
 runs the command unsandboxed, so it is not used; this is the same two-pipe bridge between the
 process and the session's memory streams, over `AgentProcess`, whose pump refuses non-JSON and
 oversized lines and keeps the last stderr lines for the error a failure reports.
+
+A server started for a conversation (`StdioLaunch.home_for`) gets its private home (HOME and
+TMPDIR) in that conversation's state folder, made fresh when it starts and removed when it
+stops, and swept after a worker's crash (orchestration.external.home); one started for no
+conversation gets a temporary one, removed when it stops.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -22,7 +28,8 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 from mcp_types import jsonrpc_message_adapter
 
-from acp_bridge.process import AgentProcess
+from acp_bridge.process import AgentProcess, LocalChild
+from orchestration.external.home import PrivateHome, mcp_home_prepare
 from workspaces.sandbox import Network
 
 
@@ -35,6 +42,44 @@ class StdioLaunch:
     readonly: Sequence[Path] = ()
     """Host paths to show read-only: the site's choice only (server_launch names none)."""
     network: Network = "none"
+    home_for: tuple[str, str] | None = None
+    """(conversation id, server name): its private home is that conversation's (see above)."""
+
+
+class _ServerChild(LocalChild):
+    """A server's process on this host; at its end, its conversation's home for it is removed
+    only while it is still the one made for it (PrivateHome.remove)."""
+
+    home: PrivateHome | None = None
+
+    async def release(self) -> None:
+        if self.home is None:
+            await super().release()
+        else:
+            await anyio.to_thread.run_sync(self.home.remove)
+
+
+async def _spawn(launch: StdioLaunch, redact) -> AgentProcess:
+    """Start the server in the sandbox with its private home."""
+    home = None
+    if launch.home_for is not None:
+        conversation_id, server = launch.home_for
+        home = await anyio.to_thread.run_sync(
+            partial(mcp_home_prepare, conversation_id, server, workspace=launch.cwd)
+        )
+    try:
+        child = await _ServerChild.spawn(
+            launch.command, launch.args, env=launch.env, cwd=launch.cwd,
+            readonly=launch.readonly, network=launch.network,
+            home=home.path if home is not None else None,
+        )  # fmt: skip
+    except BaseException:
+        if home is not None:  # not every failure to start removes it
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(home.remove)
+        raise
+    child.home = home
+    return AgentProcess(child, redact=redact)
 
 
 class ProcessHolder:
@@ -62,10 +107,7 @@ async def sandboxed_stdio(
 ) -> AsyncIterator[TransportStreams]:
     """The session's streams to `launch`'s process; leaving kills its group (shielded, so a
     cancelled slice cannot leak it)."""
-    process = await AgentProcess.spawn(
-        launch.command, launch.args, env=launch.env, cwd=launch.cwd,
-        readonly=launch.readonly, network=launch.network, redact=redact,
-    )  # fmt: skip
+    process = await _spawn(launch, redact)
     holder.process = process
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)

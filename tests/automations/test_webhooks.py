@@ -58,6 +58,8 @@ def test_a_signed_github_pull_request_starts_a_conversation_with_the_rendered_pr
     conversation = run.conversation
     assert conversation.team_id == automation.team_id and conversation.model == "scripted"
     assert conversation.owner == automation.created_by
+    assert "untrusted_payload" not in conversation.title  # the quotes are for the model
+    assert "Fix the flaky login test" in conversation.title
     texts = user_messages(conversation.pk)
     assert texts == [RENDERED]
     assert [c for c, _ in dispatched] == [str(conversation.pk)]

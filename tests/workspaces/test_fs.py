@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.security.swapper import make_trap, swapping
+from tests.security.swapper import deadline, make_trap, swapping
 from workspaces import fs
 from workspaces.base import WorkspacePathError
 
@@ -125,8 +126,12 @@ def test_a_folder_swapped_for_a_link_is_never_read_or_written_through(
     folder, link = make_trap(ws, outside)
     (folder / "file").write_bytes(b"mine")
     outcomes: dict[str, int] = {}
+    tries = 0
     with swapping(folder, link):
-        for i in range(1000):
+        # 1,000 tries, then on until the race was seen both ways (a loaded machine may
+        # schedule the swapper so that one side dominates for a while).
+        until = deadline(30)
+        while tries < 1000 or (len(outcomes) < 2 and time.monotonic() < until):
             try:
                 data = fs.read_bytes(ws, ["d", "file"], limit=100)
                 assert data != MARK
@@ -135,7 +140,8 @@ def test_a_folder_swapped_for_a_link_is_never_read_or_written_through(
                 outcome = type(exc).__name__
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
             with contextlib.suppress(WorkspacePathError, FileNotFoundError):
-                fs.write_bytes(ws, ["d", f"new-{i}"], b"mine", exclusive=True)
+                fs.write_bytes(ws, ["d", f"new-{tries}"], b"mine", exclusive=True)
+            tries += 1
     assert sorted(p.name for p in outside.iterdir()) == ["file"]
     assert (outside / "file").read_bytes() == MARK
-    assert outcomes.get("read", 0) > 0 and sum(outcomes.values()) == 1000, outcomes
+    assert outcomes.get("read", 0) > 0 and len(outcomes) >= 2, outcomes

@@ -18,6 +18,7 @@ from conversations.events import ActionEvent, AgentErrorEvent, ObservationEvent
 from orchestration import services
 from orchestration.chain.slices import run_slice
 from orchestration.control import approvals
+from orchestration.external.home import mcp_home
 from orchestration.mcp import pool
 from orchestration.mcp.servers import mcp_server_create
 from teams.secrets import secret_create
@@ -232,8 +233,11 @@ def test_a_kept_server_is_stopped_when_its_run_does_not_come_back(user, team, di
     )  # fmt: skip
     run_slice(*dispatched.pop(0))
     assert pool.kept_count() == 1 and server_pids()
+    home = mcp_home(str(conversation.pk), "files")  # its private home, in the state folder
+    assert home.is_dir() and home.stat().st_mode & 0o777 == 0o700
     assert pool.close_expired(now=time.monotonic() + settings.CANVAS_MCP_KEEP_SECONDS) == 1
     wait_for(lambda: not server_pids(), 10, message="the kept server to stop")
+    assert not home.exists()
     run_slice(*dispatched.pop(0))  # started again: its count starts again
     from teams.secrets import secret_update
 
