@@ -72,8 +72,15 @@ def test_answers_as_litellms_path_does(model, case):
     assert direct == through
 
 
-def test_runs_get_the_direct_client_for_the_scripted_models_only():
+def test_runs_get_the_direct_client_for_the_scripted_models_only(settings):
+    settings.CANVAS_SCRIPTED_THROUGH_LITELLM = False  # as `make up` runs them
     assert isinstance(model_client(BUILTIN_PROFILES["scripted"]), ScriptedClient)
     assert isinstance(model_client(BUILTIN_PROFILES["demo"]), ScriptedClient)
     real = model_client(ModelProfile(name="p", model="openai/gpt-4o"))
     assert isinstance(real, LiteLLMClient)
+
+
+def test_the_suite_plugs_the_scripted_models_in_behind_litellm(settings):
+    settings.CANVAS_SCRIPTED_THROUGH_LITELLM = True  # pytest's env sets it for every test
+    assert isinstance(model_client(BUILTIN_PROFILES["scripted"]), LiteLLMClient)
+    assert isinstance(model_client(BUILTIN_PROFILES["demo"]), LiteLLMClient)
