@@ -90,7 +90,9 @@ def test_a_webhook_delivery_shows_in_the_history_and_opens_its_conversation(page
     run_row.locator("a.run-conversation").click()
     page.wait_for_url(DETAIL_URL)
     assert answer["conversation_id"] in page.url
-    assert PROMPT in page.locator(".event-message-user").first.inner_text()
+    # The model's prompt: the payload's values quoted as untrusted, the team's words plain.
+    message = page.locator(".event-message-user").first.inner_text()
+    assert "Say hello to <untrusted_payload>octocat</untrusted_payload> about" in message
 
 
 def test_the_automation_pages_have_no_serious_accessibility_violations(browser, server):
