@@ -30,8 +30,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    from tests import marks
+    from tests import marks, parallel
 
+    parallel.unique_ids(items)
     marks.check_items(items)
     marks.group_items(items)
 

@@ -80,3 +80,16 @@ def isolate(settings) -> None:
         host = f"test-host-{name}"
         os.environ["CANVAS_WORKER_HOST"] = host
         settings.CANVAS_WORKER_HOST = host
+
+
+def unique_ids(items: list) -> None:
+    """Give items that share a node id one of their own: xdist schedules and reports tests by
+    id, so of several items under one id only one would run. Schemathesis' per-operation
+    items all carry their function's id (its renaming fails on this pytest), while their
+    names hold the operation (`test_x[POST /api/conversations]`)."""
+    seen: dict[str, int] = {}
+    for item in items:
+        seen[item.nodeid] = seen.get(item.nodeid, 0) + 1
+    for item in items:
+        if seen[item.nodeid] > 1 and item.name != item.nodeid.rsplit("::", 1)[-1]:
+            item._nodeid = f"{item.nodeid.rsplit('::', 1)[0]}::{item.name}"

@@ -66,3 +66,25 @@ def test_the_lanes_a_test_reaches_come_from_its_fixtures_folder_and_imports():
     assert marks.required_marks(_item({"browser": "tests.conftest"}, "tests.canvas.z")) == set()
     assert marks.required_marks(_item({}, "tests.browser.test_a")) == {"browser"}
     assert marks.required_marks(_item({}, "tests.w", docker_images=docker_images)) == {"docker"}
+
+
+def test_items_sharing_an_id_get_their_own_so_xdist_runs_each():
+    """Schemathesis' per-operation items share their function's id; under xdist only one of
+    them would run. Collection gives each the id its name says."""
+    from types import SimpleNamespace
+
+    from tests.parallel import unique_ids
+
+    items = [
+        SimpleNamespace(_nodeid="t.py::test_x", name="test_x[GET /a]"),
+        SimpleNamespace(_nodeid="t.py::test_x", name="test_x[POST /a]"),
+        SimpleNamespace(_nodeid="t.py::test_y", name="test_y"),
+    ]
+    for item in items:
+        item.nodeid = item._nodeid
+    unique_ids(items)  # type: ignore[arg-type]
+    assert [i._nodeid for i in items] == [
+        "t.py::test_x[GET /a]",
+        "t.py::test_x[POST /a]",
+        "t.py::test_y",
+    ]

@@ -81,7 +81,8 @@ def test_secrets_given_to_a_command_are_on_no_argv_and_bwrap_has_no_environment(
     runner.start()
     try:
         wait_for(lambda: (ws.root / "started").exists(), timeout=10, message="command started")
-        bwraps = [p for p in _host_processes() if p[1].startswith(b"bwrap\0")]
+        # Ours only: other test processes (xdist) run sandboxes too, and theirs come and go.
+        bwraps = [p for p in _host_processes(parent=os.getpid()) if p[1].startswith(b"bwrap\0")]
         assert bwraps, "no bwrap process seen from the host"
         for pid, cmdline in bwraps:
             assert secret.encode() not in cmdline
@@ -170,13 +171,16 @@ def test_where_the_site_allows_it_commands_run_unsandboxed_and_say_so(ws, settin
         assert ws.run("echo plain", timeout=10).output == "plain\n"
 
 
-def _host_processes() -> list[tuple[int, bytes]]:
+def _host_processes(*, parent: int | None = None) -> list[tuple[int, bytes]]:
+    """(pid, cmdline) of the host's processes, or only the children of `parent`."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                found.append((int(entry.name), (entry / "cmdline").read_bytes()))
-            except OSError:
+                ppid = int((entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+                if parent is None or ppid == parent:
+                    found.append((int(entry.name), (entry / "cmdline").read_bytes()))
+            except (OSError, IndexError, ValueError):
                 continue
     return found
 
