@@ -313,7 +313,8 @@ def test_a_fork_bomb_stops_at_the_pids_limit(ws) -> None:
     assert ws.run("cat /sys/fs/cgroup/pids/pids.max", timeout=30).output == "64\n"
     result = ws.run("bomb() { bomb | bomb & }; bomb; sleep 30", timeout=4)
     assert result.timed_out
-    wait_for(lambda: ws.run("echo usable", timeout=30).output == "usable\n", timeout=30)
+    # The bomb's last processes are reaped after the kill; on a loaded machine that is slow.
+    wait_for(lambda: ws.run("echo usable", timeout=10).output == "usable\n", timeout=120)
     listing = _processes(ws)
     assert "bomb" not in listing and "sleep 30" not in listing
 

@@ -198,7 +198,8 @@ PROJECT = str(Path(__file__).resolve().parents[2])
         ("/var/run/postgresql", "it is inside /var/run"),
         ("/proc/1/root", "it is inside /proc"),
         (PROJECT, "it is or holds the project's own folder"),
-        (str(Path(PROJECT).parent), "it is or holds the project's own folder"),
+        # Its parent: named as the project's, or as /tmp or / when the clone lives there.
+        (str(Path(PROJECT).parent), "holds"),
         ("relative/dir", "it is not an absolute path"),
     ],
 )
