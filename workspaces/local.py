@@ -474,7 +474,8 @@ def _collect(
     (timed out, cancelled). Either way the command's whole process group is killed.
 
     Reading stops shortly after the shell exits even if a background job still holds the pipe
-    open; such a job keeps running (and should redirect its own output).
+    open; such a job keeps running (and should redirect its own output) until the command's
+    sandbox ends, which under bubblewrap is when the command does.
     """
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
