@@ -4,6 +4,7 @@ from django.urls import include, path, re_path
 
 from automations.views import webhook_receive
 
+from . import outage
 from .api import api
 
 
@@ -12,6 +13,9 @@ def api_not_found(request, rest: str = "") -> JsonResponse:
 
 
 urlpatterns = [
+    # Liveness and readiness for load balancers and orchestrators: no login, no details.
+    path("healthz", outage.healthz, name="healthz"),
+    path("healthz/ready", outage.healthz_ready, name="healthz-ready"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     re_path(r"^api/(?P<rest>.*)$", api_not_found),
@@ -20,3 +24,4 @@ urlpatterns = [
 ]
 
 handler400 = "canvas.request_limits.bad_request"
+handler500 = "canvas.outage.server_error"  # 503 + Retry-After while Postgres or Redis is down

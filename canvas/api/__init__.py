@@ -3,7 +3,9 @@
 Errors are always JSON {error, detail} with the status that fits: 400 bad input, 401 no or
 bad credentials, 403 a role too weak, 404 not found (or not yours), 409 a state conflict,
 422 an Idempotency-Key reused for another request, 429 too many bad tokens from the caller's
-address (with Retry-After), 500 anything unforeseen (logged; the answer says nothing more).
+address (with Retry-After), 500 anything unforeseen (logged; the answer says nothing more),
+503 `service_unavailable` while the database or broker cannot be reached (with Retry-After;
+the detail names which, canvas.outage).
 Errors made outside the routes (an unknown method, a failing middleware) are turned into the
 same shape by canvas.api.middleware. Each resource lives in its own router module.
 """
@@ -19,6 +21,7 @@ from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer, django_auth
 
+from canvas.outage import down_dependency, unavailable_detail, with_retry_after
 from canvas.outbound import scrub
 from common.errors import ServiceError
 from teams.throttle import Throttled, client_address
@@ -34,6 +37,7 @@ ERROR_CODES = {
     422: "idempotency_key_reused",
     429: "throttled",
     500: "internal_error",
+    503: "service_unavailable",
 }
 INTERNAL_ERROR_DETAIL = "an internal error occurred; it has been logged."
 
@@ -56,7 +60,7 @@ class ErrorOut(Schema):
 
 ERRORS = {
     400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut, 429: ErrorOut,
-    500: ErrorOut,
+    500: ErrorOut, 503: ErrorOut,
 }  # fmt: skip
 
 api = NinjaAPI(
@@ -119,6 +123,11 @@ def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 
 @api.exception_handler(Exception)
 def _unhandled(request: HttpRequest, exc: Exception) -> HttpResponse:
+    if dependency := down_dependency(exc):
+        # An outage, not a bug: the client retries, the log keeps one line without a trace.
+        logger.warning("%s unreachable answering %s %s", dependency, request.method, request.path)
+        response = _error(request, 503, "service_unavailable", unavailable_detail(dependency))
+        return with_retry_after(response)
     # Whatever the route had written and committed stays; the client learns only that this
     # answer failed. The log (redacted by canvas.logging) keeps the traceback.
     logger.exception("unhandled error answering %s %s", request.method, request.path)
