@@ -88,16 +88,8 @@ acp-agents: $(ACP_AGENTS_STAMP)
 RUN_TESTS := DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) LITELLM_LOCAL_MODEL_COST_MAP=True \
 	$(PY) -m pytest $(PYTEST_PARALLEL)
 
-# xdist's loadgroup still runs schemathesis' per-operation items as one test per file (they
-# share a node id; docs/testing.md): the whole suite's run also runs those two files serially.
-FUZZ := tests/canvas/test_api_fuzz.py tests/automations/test_api_fuzz.py
-
 test: install-test services docker-engine acp-agents
 	$(RUN_TESTS) $(PYTEST_ARGS)
-ifeq ($(strip $(PYTEST_ARGS)),)
-	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) LITELLM_LOCAL_MODEL_COST_MAP=True \
-		$(PY) -m pytest -p no:xdist -q $(FUZZ)
-endif
 
 # The inner loop: everything but the browser, Docker, fault-rig and real-agent lanes (docs/testing.md).
 test-fast: install-test services

@@ -37,6 +37,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     marks.group_items(items)
 
 
+@pytest.hookimpl(specname="pytest_collection_modifyitems", trylast=True)  # after xdist's
+def check_collected_ids(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from tests import parallel
+
+    parallel.check_ids(items, loadgroup=bool(getattr(config.option, "loadgroup", False)))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     from tests import marks

@@ -10,10 +10,11 @@ A test that starts something expensive carries its mark, so `make test-fast` can
 - `faults`: runs on the fault rig (tests/faults/: a private Redis and Postgres it may stop);
 - `acp`: runs a real third-party ACP agent (tests/acp_bridge/real_agent.py).
 
-Groups (`--dist loadgroup`): what is costly to start runs where it was started. Fault tests
-share one group (the rig, a private Redis and Postgres cluster, is per session); a module with
+Groups (`--dist loadgroup`): what is costly to start runs where it was started. A module with
 module-scoped fixtures of its own (a browser's server, a Docker image, a real agent) is one
-group, so its fixtures start once rather than on every xdist worker.
+group, so its fixtures start once rather than on every xdist worker. Fault tests are not
+grouped: the rig (a private Redis and Postgres cluster) is per session and takes seconds to
+start, while the fault tests together take minutes, too long a pole for one worker.
 
 Two checks: at collection, a test whose fixtures or module reach one of these without the mark
 fails at setup with a message naming the missing mark; at run time, `require()` (called where
@@ -80,8 +81,6 @@ def group_of(item: pytest.Item) -> str | None:
     """The xdist group `item` belongs to, if any (see the module docstring)."""
     info = getattr(item, "_fixtureinfo", None)
     defs = [d[-1] for d in info.name2fixturedefs.values()] if info else []
-    if any(d.func.__module__ == "tests.faults.conftest" for d in defs):
-        return "faults"
     if any(d.scope == "module" and d.func.__module__.startswith("tests.") for d in defs):
         return item.module.__name__ if getattr(item, "module", None) else None
     return None

@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 from urllib.parse import urlsplit, urlunsplit
 
+import pytest
+
 REDIS_DATABASES = 16
 """Redis's default `databases`: the worker's number must stay below it."""
 
@@ -93,3 +95,24 @@ def unique_ids(items: list) -> None:
     for item in items:
         if seen[item.nodeid] > 1 and item.name != item.nodeid.rsplit("::", 1)[-1]:
             item._nodeid = f"{item.nodeid.rsplit('::', 1)[0]}::{item.name}"
+
+
+def check_ids(items: list, *, loadgroup: bool) -> None:
+    """Fail the run, in words, where xdist would quietly run fewer tests or split a group:
+    ids still shared after `unique_ids`, or (under `--dist loadgroup`) a grouped item whose
+    id lacks the `@group` suffix xdist's scheduler reads, as happens with pytest 9.2
+    (pytest-dev/pytest-xdist#1386)."""
+    seen: set[str] = set()
+    shared = sorted({item.nodeid for item in items if item.nodeid in seen or seen.add(item.nodeid)})
+    if shared:
+        raise pytest.UsageError(f"{len(shared)} test ids are shared by several items: {shared[:3]}")
+    ungrouped = [
+        item.nodeid
+        for item in items
+        if loadgroup and item.get_closest_marker("xdist_group") and "@" not in item.nodeid
+    ]
+    if ungrouped:
+        raise pytest.UsageError(
+            f"--dist loadgroup did not group {len(ungrouped)} tests ({ungrouped[0]}): this "
+            "pytest and pytest-xdist do not work together (see pyproject.toml's pin)"
+        )

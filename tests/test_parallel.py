@@ -88,3 +88,20 @@ def test_items_sharing_an_id_get_their_own_so_xdist_runs_each():
         "t.py::test_x[POST /a]",
         "t.py::test_y",
     ]
+
+
+def _collected(nodeid: str, group: str | None = None) -> SimpleNamespace:
+    mark = SimpleNamespace(args=(group,)) if group else None
+    return SimpleNamespace(nodeid=nodeid, get_closest_marker=lambda name: mark)
+
+
+def test_ids_left_shared_or_groups_left_off_stop_the_run_in_words():
+    """Both used to shrink the run quietly: xdist ran one of several items sharing an id, and
+    pytest 9.2 ignored the group suffix xdist writes, so loadgroup split every group."""
+    fine = [_collected("t.py::a@g", "g"), _collected("t.py::b")]
+    parallel.check_ids(fine, loadgroup=True)  # type: ignore[arg-type]
+    with pytest.raises(pytest.UsageError, match="1 test ids are shared"):
+        parallel.check_ids([_collected("t.py::a"), _collected("t.py::a")], loadgroup=False)  # type: ignore[arg-type]
+    with pytest.raises(pytest.UsageError, match="did not group 1 tests"):
+        parallel.check_ids([_collected("t.py::a", "g")], loadgroup=True)  # type: ignore[arg-type]
+    parallel.check_ids([_collected("t.py::a", "g")], loadgroup=False)  # type: ignore[arg-type]
