@@ -331,6 +331,14 @@ class AcpAgentProfile(models.Model):
     default_mode = models.CharField(max_length=64, blank=True)
     idle_timeout_seconds = models.PositiveIntegerField(default=300)
     turn_timeout_seconds = models.PositiveIntegerField(default=1800)
+    readonly = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Host paths the agent sees read-only, within the site's.",
+    )
+    network = models.CharField(
+        max_length=16, default="none", help_text='"none", "outbound" or "host", as the site allows.'
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
