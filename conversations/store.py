@@ -25,7 +25,6 @@ from .events import SCHEMA_VERSION, AnyEvent, BaseEvent, event_from_payload, eve
 from .models import Conversation, ConversationEvent
 from .projections import RunCounts
 from .store_base import AppendedRows, StaleLeaseError, redact, row_delta
-from .store_postgres import append_rows
 from .window import KEPT_MARKS, Window
 
 __all__ = [
@@ -64,6 +63,8 @@ def append(
         return []
     pk = uuid.UUID(str(conversation_id))
     if connection.vendor == "postgresql" and settings.CANVAS_STORE_FAST_PATH:
+        from .store_postgres import append_rows  # psycopg: not for the embedded SQLite
+
         # The Postgres append is one statement, and one statement in autocommit is a
         # transaction of its own: BEGIN and COMMIT would be two more round trips. Inside an
         # outer transaction it still takes a savepoint, so a failure leaves the caller's
