@@ -20,9 +20,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "canvas.settings")
 # and `manage.py` run them; a worker skips them unless told otherwise.
 os.environ.setdefault("CELERY_SKIP_CHECKS", "1")
 
-from canvas.broker import survive_acks_on_a_closed_channel  # noqa: E402
+from canvas.broker import survive_a_lost_broker_connection  # noqa: E402
 
-survive_acks_on_a_closed_channel()
+survive_a_lost_broker_connection()
 app = Celery("canvas")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()

@@ -3,6 +3,7 @@ continues within the target, nothing lost, duplicated or overlapping."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from django.db import connection
 
 from conversations.models import Conversation
 from orchestration import services
-from tests.conftest import wait_for
+from tests.conftest import holds_for, wait_for
 from tests.runs import script
 
 from .checks import (
@@ -78,6 +79,47 @@ def test_redis_goes_away_mid_run(stack, fault):
     else:
         redis_client.Redis.from_url(stack.redis.url).flushall()
     assert_run_went_on(stack, conversation, hit)
+
+
+HELD_SECONDS = 8
+"""How long the command runs that the worker holds its slice for while Redis goes away: it
+ends after Redis is back, so its late ack meets the closed channel too."""
+
+
+@pytest.mark.parametrize("outage", [0, 3], ids=["restart", "3s-outage"])
+def test_redis_restarts_while_a_worker_holds_an_unacked_slice(stack, outage):
+    """Celery 5.7 with kombu 5.7 stopped such a worker ("Unrecoverable error:
+    AttributeError(...'hostname')", canvas/broker.py): it stays up and finishes the run."""
+    worker = stack.start_worker()
+    conversation = services.conversation_create(
+        owner=None, model="scripted",
+        prompt=script(
+            {"tool": "terminal", "args": {"command": marked_command(stack.marker, "c0", HELD_SECONDS)}},
+            {"tool": "terminal", "args": {"command": marked_command(stack.marker, "c1", 0.1)}},
+            {"tool": "finish", "args": {"message": "done"}},
+        ),
+    )  # fmt: skip
+    wait_started(conversation, "c0")
+    held = redis_client.Redis.from_url(stack.redis.url)
+    assert held.hlen("unacked") >= 1, "the slice running c0 is not held unacked"
+    held.close()
+    stack.redis.stop()
+    time.sleep(outage)
+    stack.redis.start()
+    back = time.monotonic()
+    wait_for(lambda: _finished(conversation), 90, message=f"the run to finish\n{stack.logs()}")
+    assert_log_whole(conversation.pk)
+    assert assert_no_overlap(Path(conversation.workspace_path)) == [
+        "start c0",
+        "end c0",
+        "start c1",
+        "end c1",
+    ]
+    try:
+        holds_for(lambda: worker.proc.poll() is None, 60 - (time.monotonic() - back), 0.5)
+    except AssertionError as exc:
+        raise AssertionError(f"the worker stopped:\n{worker.tail(6000)}") from exc
+    assert "Unrecoverable error" not in worker.log_path.read_text(), worker.tail()
 
 
 @pytest.mark.parametrize("fault", ["restart", "terminate"])

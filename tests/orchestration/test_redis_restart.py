@@ -44,10 +44,9 @@ def test_worker_consumes_again_after_redis_restarts(
     broker = Celery("restart-test", broker=url, set_as_current=False)
     worker = start_worker(extra_env={"REDIS_URL": url})
     run_to_finish(broker, dispatched, "before the restart")
-    # The status turns FINISHED inside the task, a moment before its late ack. Kill Redis in
-    # that moment and kombu 5.7 crashes the worker while restoring the unacked message
-    # (celery/celery#10205); a supervisor restarts it and the sweeper revives the run. This
-    # test is about an idle worker reconnecting, so it waits for the ack.
+    # The status turns FINISHED inside the task, a moment before its late ack. This test is
+    # about an idle worker reconnecting, so it waits for the ack; a worker that holds an
+    # unacked slice through a restart is tests/faults/test_services.py's (canvas/broker.py).
     unacked = redis.Redis.from_url(url)
     wait_for(lambda: unacked.hlen("unacked") == 0, 10, 0.05, "the last task to be acked")
     unacked.close()
