@@ -1,4 +1,5 @@
-"""Worker hosts: who is there to run the runs pinned to them (see orchestration/chain/workers.py)."""
+"""Worker hosts: who is there to run the runs pinned to them (see orchestration/chain/workers.py),
+and the sweeper's mark of how long the database has been there to hear them (chain/steady.py)."""
 
 from django.db import models
 
@@ -20,3 +21,20 @@ class WorkerHost(models.Model):
 
     def __str__(self) -> str:
         return self.host
+
+
+class SweepMark(models.Model):
+    """The sweeper's own record, one row: when a sweep last reached the database, and since
+    when sweeps have reached it without a gap, both by the database's clock.
+
+    A gap (the database was unreachable, or no sweeper ran) restarts `steady_since`, and no
+    host is judged gone until the database has been there long enough for live workers to
+    beat again (orchestration/chain/steady.py). Kept in the database so that a restarted
+    sweeper, or a sweep run by another worker, knows it too."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    swept_at = models.DateTimeField()
+    steady_since = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"swept at {self.swept_at}, steady since {self.steady_since}"

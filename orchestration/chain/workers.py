@@ -6,7 +6,8 @@ thread: one statement per few seconds per process. A warm shutdown first sets `d
 running slices stop at their next step boundary and hand over (runner.SliceRunner.run), then
 marks the host stopped once the pool has finished. A host is alive while it announced itself
 within three heartbeat periods and has not stopped; runs pinned to a host gone for longer than
-`CANVAS_WORKER_GONE_SECONDS` are dealt with by orchestration/chain/stranded.py.
+`CANVAS_WORKER_GONE_SECONDS` are dealt with by orchestration/chain/stranded.py, which first
+asks the broker whether any worker of a silent host still answers (`hosts_answering`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
+from celery import current_app
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
 from ..models import WorkerHost
+from .dispatch import ACP_QUEUE, host_queue
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +50,33 @@ def host_awaited(*, status: str, worker_host: str) -> str | None:
     if status != "running" or not worker_host or not settings.CANVAS_PIN_TO_HOST:
         return None
     return None if host_alive(worker_host) else worker_host
+
+
+PING_TIMEOUT = 1.0
+"""Seconds a silent host's workers get to answer the broker's ping."""
+
+
+def hosts_answering(hosts: set[str], timeout: float = PING_TIMEOUT) -> set[str] | None:
+    """Those of `hosts` with a worker that answers a control ping within `timeout`: a worker
+    consuming the host's queue (canvas.celery) is a worker of that host, whatever its node
+    name. None when the broker could not be asked (then nobody knows)."""
+    queues = {host_queue(host): host for host in hosts}
+    queues |= {host_queue(host, base=ACP_QUEUE): host for host in hosts}
+    try:
+        with current_app.connection_for_write() as conn:
+            # One bounded try: a broadcast to a broker that is down would retry forever.
+            conn.ensure_connection(max_retries=0, timeout=timeout)
+            replies = current_app.control.inspect(timeout=timeout, connection=conn)
+            answers = replies.active_queues() or {}
+    except Exception:  # the broker is unreachable or answered nonsense: no evidence either way
+        logger.warning("could not ping the workers of %s", sorted(hosts), exc_info=True)
+        return None
+    return {
+        queues[queue["name"]]
+        for consumed in answers.values()
+        for queue in consumed or []
+        if queue.get("name") in queues
+    }
 
 
 @cache

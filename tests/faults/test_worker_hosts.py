@@ -19,6 +19,7 @@ from orchestration.chain.sweep import REVIVED
 from orchestration.chain.workers import host_alive, host_announce, host_depart
 from orchestration.models import WorkerHost
 from tests.conftest import wait_for
+from tests.hosts import database_steady_for, pings_answered_by
 from tests.runs import script
 
 FAST = {
@@ -56,6 +57,14 @@ def pinned_running(user, host: str) -> Conversation:
 # --- presence and the stranded-run sweep, in this process -------------------------------------
 
 
+@pytest.fixture
+def judged(db, monkeypatch):
+    """The database has been there for an hour, and no worker answers a ping (the judgement
+    itself: tests/orchestration/test_stranded.py)."""
+    database_steady_for(3600)
+    pings_answered_by(monkeypatch)
+
+
 @pytest.mark.django_db
 def test_a_host_is_alive_while_it_beats_and_not_after_it_departs(settings):
     settings.CANVAS_WORKER_HEARTBEAT_SECONDS = 5
@@ -72,7 +81,7 @@ def test_a_host_is_alive_while_it_beats_and_not_after_it_departs(settings):
 
 
 @pytest.mark.django_db
-def test_a_run_on_a_gone_host_ends_naming_it(user, settings, dispatched):
+def test_a_run_on_a_gone_host_ends_naming_it(user, settings, dispatched, judged):
     settings.CANVAS_WORKER_GONE_SECONDS = 60
     conversation = pinned_running(user, "ghost")
     WorkerHost.objects.create(host="ghost", last_seen=timezone.now() - timedelta(seconds=30))
@@ -90,7 +99,7 @@ def test_a_run_on_a_gone_host_ends_naming_it(user, settings, dispatched):
 
 
 @pytest.mark.django_db
-def test_a_host_never_heard_of_gets_the_whole_gone_period(user, settings, dispatched):
+def test_a_host_never_heard_of_gets_the_whole_gone_period(user, settings, dispatched, judged):
     settings.CANVAS_WORKER_GONE_SECONDS = 60
     conversation = pinned_running(user, "never-seen")
     assert sweep_stranded_runs() == 0
@@ -99,7 +108,7 @@ def test_a_host_never_heard_of_gets_the_whole_gone_period(user, settings, dispat
 
 
 @pytest.mark.django_db
-def test_a_live_host_or_a_held_lease_keeps_its_runs(user, settings, dispatched):
+def test_a_live_host_or_a_held_lease_keeps_its_runs(user, settings, dispatched, judged):
     settings.CANVAS_WORKER_GONE_SECONDS = 60
     alive = pinned_running(user, "alpha")
     host_announce(host="alpha", queues=["host.alpha"])
@@ -113,7 +122,7 @@ def test_a_live_host_or_a_held_lease_keeps_its_runs(user, settings, dispatched):
 
 
 @pytest.mark.django_db
-def test_with_shared_workspaces_a_run_on_a_gone_host_moves(user, settings, monkeypatch):
+def test_with_shared_workspaces_a_run_on_a_gone_host_moves(user, settings, monkeypatch, judged):
     import orchestration.chain.stranded
 
     sent = []
