@@ -25,7 +25,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from workspaces.mounts import refusal
+from workspaces.mounts import refusal, under
+
+Network = Literal["none", "outbound", "host"]
+NETWORKS: tuple[Network, ...] = ("none", "outbound", "host")
+TEAM_NETWORKS_SETTING = "CANVAS_ACP_TEAM_NETWORKS"
+TEAM_READONLY_SETTING = "CANVAS_ACP_TEAM_READONLY_PATHS"
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 """Like a model profile name, without '/' and ':': the name is a URL segment
@@ -100,12 +105,15 @@ class AcpProfile:
     """Set for a team's own profile: whose secrets its references name."""
     source: Source = "preset"
     readonly: tuple[str, ...] = ()
-    """Host paths the sandboxed agent sees read-only (its installation, its interpreter):
-    site profiles only, since a path names the worker's own disk; never one the sandbox
-    refuses (workspaces.mounts). A team's row has none, and its PATH adds none."""
-    network: Literal["none", "host"] = "none"
-    """"host" lets the agent reach its model's API, where the site and the team's policy
-    allow a network at all (workspaces.sandbox.effective_network); else no network."""
+    """Host paths the sandboxed agent sees read-only (its installation, its interpreter);
+    never one the sandbox refuses (workspaces.mounts). A team's row may name only paths inside
+    the site's CANVAS_ACP_TEAM_READONLY_PATHS (`team_readonly`), checked when saved and again
+    at every launch; its PATH adds none."""
+    network: Network = "none"
+    """"outbound": the public internet through the outbound guard (workspaces.egress), where
+    the agent reaches its model's API; "host": the host's network, loopback included, only
+    where the site allows it (workspaces.sandbox.effective_network); a team's row only what
+    CANVAS_ACP_TEAM_NETWORKS allows. The team's policy must allow a network at all."""
 
     @property
     def secret_names(self) -> tuple[str, ...]:
@@ -133,20 +141,20 @@ PRESETS: dict[str, AcpProfile] = {
             name="claude-code",
             command="claude-agent-acp",
             secrets=("ANTHROPIC_API_KEY",),
-            network="host",
+            network="outbound",
         ),
         AcpProfile(
             name="codex",
             command="codex-acp",
             secrets=("OPENAI_API_KEY", "CODEX_API_KEY"),
-            network="host",
+            network="outbound",
         ),
         AcpProfile(
             name="gemini",
             command="gemini",
             args=("--acp",),
             secrets=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-            network="host",
+            network="outbound",
         ),  # fmt: skip
     )
 }
@@ -278,28 +286,109 @@ def clean_timeout(value: Any, what: str) -> int:
 def clean_readonly(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
-    if not isinstance(value, list) or len(value) > MAX_READONLY:
+    if not isinstance(value, list | tuple) or len(value) > MAX_READONLY:
         raise AcpProfileValueError(f'"readonly" must be a list of at most {MAX_READONLY} paths.')
     paths = []
     for item in value:
-        text = _text(item, "readonly path", MAX_ARG_CHARS)
+        text = _text(item, '"readonly" path', MAX_ARG_CHARS)
         if not text.startswith("/") or ".." in text.split("/"):
-            raise AcpProfileValueError(f"readonly path {text!r} must be absolute, without '..'.")
-        why = refusal(text)
-        if why:  # the sandbox would refuse it at every launch: say so at startup
             raise AcpProfileValueError(
-                f"readonly path {text!r} cannot be shown to an agent: {why}."
+                f"\"readonly\" path {text!r} must be absolute, without '..'."
+            )
+        why = refusal(text)
+        if why:  # the sandbox would refuse it at every launch: say so now
+            raise AcpProfileValueError(
+                f'"readonly" path {text!r} cannot be shown to an agent: {why}.'
             )
         paths.append(text)
     return tuple(paths)
 
 
-def clean_network(value: Any) -> Literal["none", "host"]:
-    if value in (None, "none"):
+def clean_network(value: Any) -> Network:
+    if value is None:
         return "none"
-    if value == "host":
-        return "host"
-    raise AcpProfileValueError('"network" must be "none" or "host".')
+    if value in NETWORKS:
+        return value
+    raise AcpProfileValueError('"network" must be "none", "outbound" or "host".')
+
+
+# ---- what a team's own profile may grant: bounded by the site ----
+
+
+def team_grants_check(networks: list[str], roots: list[str]) -> None:
+    """CANVAS_ACP_TEAM_NETWORKS and CANVAS_ACP_TEAM_READONLY_PATHS, at startup: an unknown
+    network or a folder no sandbox may mount stops the server, naming the setting."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    unknown = [name for name in networks if name not in NETWORKS]
+    if unknown:
+        raise ImproperlyConfigured(
+            f"{TEAM_NETWORKS_SETTING}: unknown network(s) {', '.join(unknown)}; each is one "
+            f"of {', '.join(NETWORKS)}."
+        )
+    refused = [f"{root}: {why}" for root in roots if (why := refusal(root))]
+    if refused:
+        raise ImproperlyConfigured(f"{TEAM_READONLY_SETTING}: " + "; ".join(refused))
+
+
+def team_networks() -> tuple[str, ...]:
+    from django.conf import settings
+
+    return tuple(getattr(settings, TEAM_NETWORKS_SETTING, ("none", "outbound")))
+
+
+def team_readonly_roots() -> tuple[str, ...]:
+    from django.conf import settings
+
+    return tuple(getattr(settings, TEAM_READONLY_SETTING, ()) or ())
+
+
+def team_default_network() -> Network:
+    """A new team profile's network when none is given: the guarded internet where allowed."""
+    return "outbound" if "outbound" in team_networks() else "none"
+
+
+def team_network(value: Any) -> Network:
+    """A network a team's profile may grant; the error names the field and the setting."""
+    network = clean_network(value)
+    allowed = team_networks()
+    if network not in allowed:
+        raise AcpProfileValueError(
+            f'"network" {network!r} is not one a team may choose on this site; '
+            f"{TEAM_NETWORKS_SETTING} allows {', '.join(allowed) or 'none'}."
+        )
+    return network
+
+
+def team_readonly(value: Any) -> tuple[str, ...]:
+    """Paths a team's profile may show its agent: the sandbox's rules (clean_readonly), and
+    each inside a folder of CANVAS_ACP_TEAM_READONLY_PATHS as written and once resolved (a
+    link out of those folders is refused)."""
+    import os
+
+    paths = clean_readonly(value)
+    roots = team_readonly_roots()
+    for path in paths:
+        real = os.path.realpath(path)
+        if not any(
+            under(os.path.normpath(path), root) and under(real, os.path.realpath(root))
+            for root in roots
+        ):
+            where = f"inside {', '.join(roots)}" if roots else "none (the site names no folder)"
+            raise AcpProfileValueError(
+                f'"readonly" path {path!r} is not one a team may show an agent: '
+                f"{TEAM_READONLY_SETTING} allows paths {where}."
+            )
+    return paths
+
+
+def granted(profile: AcpProfile) -> tuple[tuple[str, ...], Network]:
+    """(readonly, network) the profile gets at launch: a team's judged again against the
+    site's bounds as they are now (AcpProfileValueError naming the field if no longer
+    allowed); the site's and the presets' as written."""
+    if profile.source != "team":
+        return profile.readonly, profile.network
+    return team_readonly(list(profile.readonly)), team_network(profile.network)
 
 
 def _site_profile(name: str, spec: Any) -> AcpProfile:
@@ -383,6 +472,8 @@ def profile_from_row(row: Any) -> AcpProfile:
         turn_timeout_seconds=row.turn_timeout_seconds,
         team_id=row.team_id,
         source="team",
+        readonly=tuple(row.readonly or ()),
+        network=row.network if row.network in NETWORKS else "none",
     )
 
 

@@ -46,16 +46,28 @@ from .profiles import (
     clean_secrets,
     clean_timeout,
     site_profiles,
+    team_default_network,
+    team_network,
+    team_readonly,
 )
 
 FIELDS = (
     "command", "args", "env", "allowed_secrets", "default_mode", "idle_timeout_seconds",
-    "turn_timeout_seconds",
+    "turn_timeout_seconds", "readonly", "network",
 )  # fmt: skip
 """What an update may change; the name stays (conversations record it as their agent)."""
 
 
 _require_admin = partial(require_admin, what="manage ACP agent profiles")
+
+
+class AcpFieldError(InvalidInput):
+    """One field's value is refused; `field` names it (the API answers it as a field error,
+    the page puts it under that field)."""
+
+    def __init__(self, detail: str, *, field: str) -> None:
+        super().__init__(detail)
+        self.field = field
 
 
 def _check_secrets(team: Team, cleaned: dict[str, Any]) -> None:
@@ -88,11 +100,16 @@ def _clean(team: Team, fields: dict[str, Any]) -> dict[str, Any]:
         "default_mode": lambda value: clean_mode(value) or "",
         "idle_timeout_seconds": lambda value: clean_timeout(value, "idle_timeout_seconds"),
         "turn_timeout_seconds": lambda value: clean_timeout(value, "turn_timeout_seconds"),
+        # Bounded by the site: CANVAS_ACP_TEAM_READONLY_PATHS, CANVAS_ACP_TEAM_NETWORKS.
+        "readonly": lambda value: list(team_readonly(value)),
+        "network": lambda value: team_network(team_default_network() if value is None else value),
     }
-    try:
-        cleaned = {key: cleaners[key](value) for key, value in fields.items()}
-    except AcpProfileValueError as exc:
-        raise InvalidInput(str(exc)) from None
+    cleaned = {}
+    for key, value in fields.items():
+        try:
+            cleaned[key] = cleaners[key](value)
+        except AcpProfileValueError as exc:
+            raise AcpFieldError(str(exc), field=key) from None
     _check_secrets(team, cleaned)
     return cleaned
 
@@ -126,20 +143,24 @@ def acp_agent_create(
     default_mode: str | None = None,
     idle_timeout_seconds: int = DEFAULT_IDLE_TIMEOUT_SECONDS,
     turn_timeout_seconds: int = DEFAULT_TURN_TIMEOUT_SECONDS,
+    readonly: list[str] | None = None, network: str | None = None,
 ) -> AcpAgentProfile:  # fmt: skip
     """Add a profile; its name is unique within the team (Conflict otherwise). It may reuse a
-    preset's or the site's name: for this team it then replaces that one."""
+    preset's or the site's name: for this team it then replaces that one. `network` None: the
+    guarded internet ("outbound") where the site lets teams grant it, else none; `readonly`
+    and `network` are refused (naming the field) beyond what the site lets teams grant."""
     _require_admin(by, team)
     try:
         name = clean_name(name)
     except AcpProfileValueError as exc:
-        raise InvalidInput(str(exc)) from None
+        raise AcpFieldError(str(exc), field="name") from None
     cleaned = _clean(
         team,
         {
             "command": command, "args": args, "env": env, "allowed_secrets": allowed_secrets,
             "default_mode": default_mode, "idle_timeout_seconds": idle_timeout_seconds,
-            "turn_timeout_seconds": turn_timeout_seconds,
+            "turn_timeout_seconds": turn_timeout_seconds, "readonly": readonly,
+            "network": network,
         },
     )  # fmt: skip
     with transaction.atomic():

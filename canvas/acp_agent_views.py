@@ -13,6 +13,7 @@ by name, so a secret value never has a field to be typed into here.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -26,6 +27,7 @@ from acp_bridge.profiles import (
     DEFAULT_IDLE_TIMEOUT_SECONDS,
     DEFAULT_TURN_TIMEOUT_SECONDS,
     MAX_COMMAND_CHARS,
+    team_default_network,
 )
 from common.errors import ServiceError
 from teams.models import AcpAgentProfile, Team
@@ -35,6 +37,11 @@ from teams.secrets import secret_list
 from .settings_pages import SettingsPage, administers, edit_rows, posted_name, settings_team
 
 TEMPLATE = "canvas/team_acp_agents.html"
+NETWORK_CHOICES = [
+    ("outbound", "Outbound (guarded internet)"),
+    ("none", "None"),
+    ("host", "The host's network"),
+]
 
 
 def _pairs(text: str, what: str) -> dict[str, str]:
@@ -93,6 +100,26 @@ class AcpAgentForm(forms.Form):
     turn_timeout_seconds = forms.IntegerField(
         initial=DEFAULT_TURN_TIMEOUT_SECONDS, label="Turn timeout (s)"
     )
+    network = forms.ChoiceField(
+        choices=NETWORK_CHOICES, initial=team_default_network, label="Network", required=False,
+        help_text="Outbound: the internet through the outbound guard (its model's API), never "
+        "the host's loopback or private ranges unless the site lists them. What a team may pick "
+        "is the site's choice.",
+    )  # fmt: skip
+    readonly = forms.CharField(
+        required=False, max_length=20_000, label="Read-only host paths",
+        widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false",
+                                     "placeholder": "/opt/agents/node_modules"}),
+        help_text="One per line: where the agent is installed, if not under /usr. Only inside "
+        "the folders the site lets teams show (CANVAS_ACP_TEAM_READONLY_PATHS).",
+    )  # fmt: skip
+
+    def clean_network(self) -> str | None:
+        return self.cleaned_data.get("network") or None  # the service's default
+
+    def clean_readonly(self) -> list[str]:
+        text = self.cleaned_data.get("readonly", "")
+        return [line.strip() for line in text.splitlines() if line.strip()]
 
     def clean_args(self) -> list[str]:
         return [line for line in self.cleaned_data.get("args", "").splitlines() if line.strip()]
@@ -148,9 +175,24 @@ def _edit_form(profile: AcpAgentProfile, index: int) -> AcpAgentEditForm:
         "default_mode": profile.default_mode,
         "idle_timeout_seconds": profile.idle_timeout_seconds,
         "turn_timeout_seconds": profile.turn_timeout_seconds,
+        "readonly": "\n".join(profile.readonly or []),
+        "network": profile.network,
     }
     # Every row has its form on the page: ids differ, names stay plain.
     return AcpAgentEditForm(initial=initial, auto_id=f"id_acp{index}_%s")
+
+
+def _naming_fields(form: AcpAgentForm, service: Callable[..., object]) -> Callable[..., object]:
+    """`service`, with a refused value also shown under its field of `form`."""
+
+    def call(**data: Any) -> object:
+        try:
+            return service(**data)
+        except team_profiles.AcpFieldError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.detail)
+            raise
+
+    return call
 
 
 def _row_id(entry: team_profiles.CatalogEntry, _index: int) -> str:
@@ -189,10 +231,10 @@ def acp_agent_create(request: HttpRequest, team_id: int) -> HttpResponse:
     team = settings_team(request, team_id, Action.ADMINISTER)
     form = AcpAgentCreateForm(request.POST)
     create = partial(team_profiles.acp_agent_create, by=request.user, team=team)
-    return PAGE.submit(
-        request, team, "acp-agents", form,
-        lambda **data: create(name=data["name"], **_service_fields(data)), add_form=form,
-    )  # fmt: skip
+    service = _naming_fields(
+        form, lambda **data: create(name=data["name"], **_service_fields(data))
+    )
+    return PAGE.submit(request, team, "acp-agents", form, service, add_form=form)
 
 
 @login_required
@@ -204,10 +246,8 @@ def acp_agent_edit(request: HttpRequest, team_id: int) -> HttpResponse:
     index = names.index(name) + 1 if name in names else 0
     form = AcpAgentEditForm(request.POST, auto_id=f"id_acp{index}_%s")
     update = partial(team_profiles.acp_agent_update, by=request.user, team=team, name=name)
-    return PAGE.submit(
-        request, team, "acp-agents", form, lambda **data: update(**_service_fields(data)),
-        edited=(name, form),
-    )  # fmt: skip
+    service = _naming_fields(form, lambda **data: update(**_service_fields(data)))
+    return PAGE.submit(request, team, "acp-agents", form, service, edited=(name, form))
 
 
 @login_required

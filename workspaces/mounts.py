@@ -2,8 +2,9 @@
 
 The site chooses mounts; a team chooses nothing the host sees. A sandbox (workspaces.sandbox)
 shows the system's tool directories, the site's CANVAS_SANDBOX_READONLY_PATHS, what a *site*
-ACP profile names in `readonly`, and read-write the workspace and a private home. A team's
-PATH, command or args add nothing to that.
+ACP profile names in `readonly` (a team's profile: only inside the folders the site lists in
+CANVAS_ACP_TEAM_READONLY_PATHS, acp_bridge.profiles.team_readonly), and read-write the
+workspace and a private home. A team's PATH, command or args add nothing to that.
 
 `refusal(path)` says why a path may not be a mount, whatever its origin (site setting, site
 profile, spec): `/` and the project's own folder (settings.BASE_DIR), /tmp and /var/tmp, or any
@@ -63,18 +64,19 @@ def _project_dirs() -> tuple[str, ...]:
     return tuple(dict.fromkeys([_PROJECT_DIR, base]))
 
 
-def _under(path: str, root: str) -> bool:
+def under(path: str, root: str) -> bool:
+    """`path` is `root` or inside it, by their text (normalise both first)."""
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def _forbidden(path: str) -> str | None:
     for _, name in _as_named_and_real(_NEVER_INSIDE):
-        if _under(path, name):
+        if under(path, name):
             return f"it is inside {name}, which no sandbox sees"
-        if _under(name, path):
+        if under(name, path):
             return f"it holds {name}, which no sandbox sees"
     for whole, name in _as_named_and_real((*_NEVER_WHOLE, *_project_dirs())):
-        if _under(name, path):
+        if under(name, path):
             what = name if whole in _NEVER_WHOLE else "the project's own folder"
             return f"it is or holds {what}"
     return None
@@ -125,8 +127,8 @@ def _in_view(path: str, roots: Sequence[str]) -> bool:
         real = os.path.realpath(path)
     except OSError:
         return False
-    return any(_under(os.path.normpath(path), root) for root in roots) and any(
-        _under(real, os.path.realpath(root)) for root in roots
+    return any(under(os.path.normpath(path), root) for root in roots) and any(
+        under(real, os.path.realpath(root)) for root in roots
     )
 
 

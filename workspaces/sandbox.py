@@ -7,8 +7,10 @@ every capability dropped. Its file system is built from nothing: the system's to
 and /tmp, and read-write only the directories its `SandboxSpec` names. The project's code and
 settings, the worker's files, processes, sockets and environment are not there to be seen.
 With network "none" it gets its own empty network namespace, so nothing on the host's
-loopback (Postgres trusts local connections) is reachable; "host" shares the host's network
-and is honoured only where CANVAS_SANDBOX_ALLOW_HOST_NETWORK allows it.
+loopback (Postgres trusts local connections) is reachable; "outbound" is that same empty
+namespace with one way out, the outbound guard's proxy (workspaces.egress: public addresses,
+and the ranges the site lists in CANVAS_ALLOWED_PRIVATE_NETWORKS); "host" shares the host's
+network and is honoured only where CANVAS_SANDBOX_ALLOW_HOST_NETWORK allows it.
 
 bwrap itself is started with an empty environment and reads its options from a memfd
 (`--args`): it is PID 1 inside, and its /proc/1/environ and /proc/1/cmdline (and the host's
@@ -42,6 +44,7 @@ is under a path that can be mounted, and with network "none" no TCP port either.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -56,12 +59,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from workspaces import egress
 from workspaces.base import WorkspaceUnavailable
 from workspaces.mounts import SITE_SETTING, SYSTEM_DIRS, SYSTEM_PATH, refusal, site_paths
 
 logger = logging.getLogger(__name__)
 
-Network = Literal["none", "host"]
+Network = Literal["none", "outbound", "host"]
 
 PATH = SYSTEM_PATH
 UNSANDBOXED_SETTING = "CANVAS_UNSANDBOXED_COMMANDS"
@@ -207,12 +211,13 @@ def popen(spec: SandboxSpec, command: Sequence[str], **kwargs: Any) -> subproces
 
 
 def effective_network(requested: str) -> Network:
-    """The network a command gets: "host" only where the site allows it, else none."""
+    """The network a command gets: "host" only where the site allows it; "outbound" (the
+    public internet through workspaces.egress's guard) wherever asked; else none."""
     from django.conf import settings
 
     if requested == "host" and settings.CANVAS_SANDBOX_ALLOW_HOST_NETWORK:
         return "host"
-    return "none"
+    return "outbound" if requested == "outbound" else "none"
 
 
 def unsandboxed_allowed() -> bool:
@@ -297,6 +302,10 @@ def _bwrap_launch(
 ) -> Launch:  # fmt: skip
     mounts, fds = _open_mounts(spec, site=site)
     try:
+        if network == "outbound":
+            command, extra = _egress(command, fds)
+            mounts += extra
+            spec = dataclasses.replace(spec, env={**spec.env, **egress.proxy_env()})
         options = _bwrap_options(spec, network, mounts)
         fd = os.memfd_create("bwrap-args")
         fds.append(fd)
@@ -311,6 +320,19 @@ def _bwrap_launch(
     # group for a group kill to reach it.
     argv = ["bwrap", "--args", str(fd), *command]
     return Launch(argv, {}, "/", pass_fds=tuple(fds), executable=binary)
+
+
+def _egress(command: Sequence[str], fds: list[int]) -> tuple[list[str], list[str]]:
+    """`command` behind the outbound guard's relay, and the mount of its proxy's socket; the
+    proxy's lifeline joins `fds` (the command inherits it, the caller's copy is closed)."""
+    python = egress.relay_python()
+    proxy = egress.EgressProxy()
+    fds.append(proxy.lifeline)
+    folder = os.open(proxy.folder, os.O_PATH | os.O_CLOEXEC)
+    fds.append(folder)
+    socket_path = f"{egress.SANDBOX_DIR}/{egress.SOCKET_NAME}"
+    relay = [python, "-I", "-S", "-c", egress.RELAY, socket_path, str(egress.RELAY_PORT)]
+    return [*relay, *command], ["--ro-bind-fd", str(folder), egress.SANDBOX_DIR]
 
 
 def _refused(origin: str, path: str, why: str) -> MountRefused:
@@ -386,7 +408,7 @@ def _bwrap_options(spec: SandboxSpec, network: Network, mounts: Sequence[str]) -
         "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
         "--ro-bind", "/usr", "/usr",
     ]  # fmt: skip
-    if network == "none":
+    if network != "host":  # "outbound" reaches out only through its proxy's socket
         opts.append("--unshare-net")
     for path in SYSTEM_DIRS:
         if os.path.islink(path):

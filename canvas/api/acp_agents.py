@@ -10,11 +10,13 @@ holds a secret value, because no profile holds one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from django.http import HttpRequest
 from ninja import Router, Schema, Status
+from ninja.errors import ValidationError
 from pydantic import Field
 
 from acp_bridge import team_profiles
@@ -23,6 +25,7 @@ from acp_bridge.profiles import (
     DEFAULT_TURN_TIMEOUT_SECONDS,
     MAX_ARG_CHARS,
     MAX_COMMAND_CHARS,
+    MAX_READONLY,
     MAX_TIMEOUT_SECONDS,
 )
 from common.inputs import Int, Text
@@ -51,6 +54,17 @@ class AcpAgentFields(Schema):
     default_mode: Text(64) | None = Field(default=None, description="null: the agent's own.")
     idle_timeout_seconds: Int(ge=1, le=MAX_TIMEOUT_SECONDS) = DEFAULT_IDLE_TIMEOUT_SECONDS
     turn_timeout_seconds: Int(ge=1, le=MAX_TIMEOUT_SECONDS) = DEFAULT_TURN_TIMEOUT_SECONDS
+    readonly: list[Text(MAX_ARG_CHARS)] = Field(
+        default_factory=list, max_length=MAX_READONLY,
+        description="Host paths the agent sees read-only (its installation): only inside the "
+        "site's CANVAS_ACP_TEAM_READONLY_PATHS, never one the sandbox refuses.",
+    )  # fmt: skip
+    network: Literal["none", "outbound", "host"] | None = Field(
+        default=None,
+        description='"outbound": the public internet through the outbound guard (never the '
+        'host\'s loopback or private ranges); "none"; "host" where the site allows teams it '
+        "(CANVAS_ACP_TEAM_NETWORKS). null: outbound where allowed, else none.",
+    )
 
 
 class AcpAgentIn(AcpAgentFields):
@@ -71,6 +85,8 @@ class AcpAgentOut(Schema):
     default_mode: str | None
     idle_timeout_seconds: int
     turn_timeout_seconds: int
+    readonly: list[str]
+    network: str
     created_at: datetime | None
     updated_at: datetime | None
 
@@ -89,6 +105,8 @@ def _out(entry: team_profiles.CatalogEntry) -> dict[str, Any]:
         "default_mode": profile.default_mode,
         "idle_timeout_seconds": profile.idle_timeout_seconds,
         "turn_timeout_seconds": profile.turn_timeout_seconds,
+        "readonly": list(profile.readonly),
+        "network": profile.network,
         "created_at": entry.row.created_at if entry.row else None,
         "updated_at": entry.row.updated_at if entry.row else None,
     }
@@ -96,6 +114,15 @@ def _out(entry: team_profiles.CatalogEntry) -> dict[str, Any]:
 
 def _written(team, name: str) -> dict[str, Any]:
     return _out(team_profiles.acp_agent_entry(team=team, name=name))
+
+
+def _write(service: Callable[..., Any], **fields: Any) -> Any:
+    """`service(**fields)`; a refused value answers 400 as a field error, like a malformed
+    body ({"field": "network", "message": ...})."""
+    try:
+        return service(**fields)
+    except team_profiles.AcpFieldError as exc:
+        raise ValidationError([{"loc": ("body", "body", exc.field), "msg": exc.detail}]) from None
 
 
 @router.get("/{team_id}/acp-agents", response={200: list[AcpAgentOut], **ERRORS})
@@ -107,7 +134,9 @@ def acp_agent_list(request: HttpRequest, team_id: int):
 @router.post("/{team_id}/acp-agents", response={201: AcpAgentOut, **ERRORS})
 def acp_agent_create(request: HttpRequest, team_id: int, body: AcpAgentIn):
     team = team_get_for(request.user, team_id, Action.ADMINISTER)
-    profile = team_profiles.acp_agent_create(by=request.user, team=team, **body.model_dump())
+    profile = _write(
+        team_profiles.acp_agent_create, by=request.user, team=team, **body.model_dump()
+    )
     return Status(201, _written(team, profile.name))
 
 
@@ -120,7 +149,9 @@ def acp_agent_get(request: HttpRequest, team_id: int, name: Text(64)):
 @router.put("/{team_id}/acp-agents/{name}", response={200: AcpAgentOut, **ERRORS})
 def acp_agent_update(request: HttpRequest, team_id: int, name: Text(64), body: AcpAgentFields):
     team = team_get_for(request.user, team_id, Action.ADMINISTER)
-    team_profiles.acp_agent_update(by=request.user, team=team, name=name, **body.model_dump())
+    _write(
+        team_profiles.acp_agent_update, by=request.user, team=team, name=name, **body.model_dump()
+    )
     return _written(team, name)
 
 

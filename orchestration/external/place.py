@@ -9,9 +9,12 @@ agent's terminals) is killed, as a native slice does before its first command.
 
 On this worker the command is what the sandbox already shows (workspaces.mounts.command_in_view:
 the system dirs, the site's CANVAS_SANDBOX_READONLY_PATHS and a *site* profile's `readonly`),
-found there and never along the profile's PATH, and run by that absolute path; a team's
-profile has no `readonly`, so nothing a team writes adds a mount. A command the sandbox does not
-show (a directory, a file in the workspace, a link out of the view) is an error naming it.
+found there and never along the profile's PATH, and run by that absolute path. A team's
+profile adds only `readonly` paths inside the site's CANVAS_ACP_TEAM_READONLY_PATHS and a
+network of CANVAS_ACP_TEAM_NETWORKS (acp_bridge.profiles.granted, judged again here against the
+site's settings as they are now), so nothing a team writes adds a mount the site did not offer.
+A command the sandbox does not show (a directory, a file in the workspace, a link out of the
+view) is an error naming it.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from acp_bridge.places import AgentPlace
-from acp_bridge.profiles import AcpProfile
+from acp_bridge.profiles import AcpProfile, AcpProfileValueError, granted
 from conversations.models import Conversation
 from teams.policies import EffectivePolicy
 from workspaces.base import WorkspaceUnavailable
 from workspaces.mounts import CommandRefused, command_in_view
+from workspaces.sandbox import Network, effective_network
 from workspaces.spec import spec_of
 
 from ..workspace import workspace_of
@@ -37,7 +41,10 @@ class PlaceChoice:
     """What to run: the profile's command resolved in the sandbox's view, or as written for a
     container (its image's PATH finds it)."""
     readonly: tuple[str, ...] = ()
-    """Host paths the sandbox shows read-only besides the site's: a site profile's own."""
+    """Host paths the sandbox shows read-only besides the site's: the profile's own, as the
+    site lets it grant them."""
+    network: Network = "none"
+    """The sandbox's network for the agent (agent_network)."""
     error: str | None = None
     """Why the agent cannot run where its conversation's workspace is (no engine, no image)."""
 
@@ -46,21 +53,31 @@ def in_container(conversation: Conversation) -> bool:
     return spec_of(conversation.workspace_spec).kind == "docker"
 
 
-def site_readonly(profile: AcpProfile) -> tuple[str, ...]:
-    """The profile's `readonly` when the site wrote it; a team's or a preset's shows nothing."""
-    return profile.readonly if profile.source == "site" else ()
+def agent_network(granted_network: str, policy: EffectivePolicy) -> Network:
+    """The network the agent's sandbox gets: "host" only where the team's policy has the
+    host's network (and the site allows it); "outbound" whatever the policy, since it reaches
+    only what the outbound guard lets through (the model's API, never the host's loopback or
+    private ranges unless the site lists them); else none."""
+    if granted_network == "host" and policy.network != "host":
+        return "none"
+    return effective_network(granted_network)
 
 
 def agent_place(
     conversation: Conversation, *, policy: EffectivePolicy, profile: AcpProfile
 ) -> PlaceChoice:
     if not in_container(conversation):
-        readonly = site_readonly(profile)
+        try:
+            readonly, network = granted(profile)
+        except AcpProfileValueError as exc:
+            return PlaceChoice(error=f"The agent profile {profile.name!r}: {exc}")
         try:
             command = command_in_view(profile.command, readonly=readonly)
         except CommandRefused as exc:
             return PlaceChoice(error=f"The agent profile {profile.name!r}: {exc}.")
-        return PlaceChoice(command=command, readonly=readonly)
+        return PlaceChoice(
+            command=command, readonly=readonly, network=agent_network(network, policy)
+        )
     from acp_bridge.places import ContainerPlace
 
     workspace = workspace_of(conversation, policy=policy)

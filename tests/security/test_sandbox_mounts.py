@@ -12,6 +12,7 @@ holds nothing outside the site's set and from which no host Unix socket answers.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import socket
@@ -247,7 +248,7 @@ def test_a_team_acp_command_outside_the_view_is_refused(
 
     profile = AcpProfile(
         name="evil", command=command.format(ws=workspace), team_id=team.pk, source="team",
-        env={"PATH": f"/:{workspace}"}, readonly=("/", str(workspace)),
+        env={"PATH": f"/:{workspace}"},
     )  # fmt: skip
     where = agent_place(local_conversation, policy=policy_for_team(team.pk), profile=profile)
     assert where.error is not None and says in where.error and "'evil'" in where.error
@@ -263,10 +264,15 @@ def test_a_team_acp_profile_adds_no_mount_whatever_its_path_or_readonly(
     profile = AcpProfile(
         name="evil", command="python3", args=("-c", PROBE, *sockets), team_id=team.pk,
         source="team", env={"PATH": hostile_path(workspace, outside)},
-        # A team row has no readonly; were one to appear, it still shows nothing.
-        readonly=("/", "/etc", str(outside), "/var/run/postgresql"),
     )  # fmt: skip
-    where = agent_place(local_conversation, policy=policy_for_team(team.pk), profile=profile)
+    policy = policy_for_team(team.pk)
+    # A team row's readonly is bounded by CANVAS_ACP_TEAM_READONLY_PATHS (none by default):
+    # were one to hold more (written before the site narrowed it), the launch is refused.
+    for path in ("/", "/etc", str(outside), "/var/run/postgresql"):
+        hostile = dataclasses.replace(profile, readonly=(path,))
+        refused = agent_place(local_conversation, policy=policy, profile=hostile).error
+        assert refused is not None and '"readonly" path' in refused and repr(path) in refused
+    where = agent_place(local_conversation, policy=policy, profile=profile)
     assert where.error is None and where.readonly == () and where.command == "/usr/bin/python3"
     env = agent_environment(profile, team.pk).env
     result = run_child(where.command, profile.args, env=env, workspace=workspace,
