@@ -21,8 +21,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "canvas.settings")
 os.environ.setdefault("CELERY_SKIP_CHECKS", "1")
 
 from canvas.broker import survive_a_lost_broker_connection  # noqa: E402
+from canvas.worker_command import honour_the_pool_flag  # noqa: E402
 
 survive_a_lost_broker_connection()
+honour_the_pool_flag()
 app = Celery("canvas")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
