@@ -9,7 +9,9 @@ also handed to `live` as it arrives, redacted chunk by chunk, and persisted only
 - a tool call becomes one ActionEvent, written once it does more than wait (it runs, it ends,
   or the agent asks permission for it), and one ObservationEvent when it completes or fails,
   with its text, its diffs and its terminal's output; calls still open when the turn ends are
-  closed as failed;
+  closed as failed. What a permission request showed (Codex: the reason, "Proposed
+  Amendment", "Available Decisions") describes the request, not the call's output: when no
+  later update replaced it, the result's text is the command's output from `rawOutput`;
 - plans, modes, slash commands and context use become PlanEvent / AcpStateEvent.
 Pure: no ORM, no I/O beyond the callbacks it is given.
 """
@@ -72,6 +74,8 @@ class _ToolCall:
     answered: bool = False
     shown: str = ""
     """Progress text already sent live (what a next update adds is sent, not all again)."""
+    asked: bool = False
+    """`content` is still what a permission request showed, not anything the call produced."""
 
     def merge(self, update: schema.ToolCallStart | schema.ToolCallProgress) -> None:
         for name in ("title", "kind", "status", "raw_input", "raw_output"):
@@ -80,6 +84,7 @@ class _ToolCall:
                 setattr(self, name, value)
         if update.content is not None:
             self.content = list(update.content)
+            self.asked = False
         if update.locations is not None:
             self.locations = [
                 loc.path if loc.line is None else f"{loc.path}:{loc.line}"
@@ -148,6 +153,7 @@ class Translator:
         if call is None:
             call = self._calls[tool_call.tool_call_id] = _ToolCall(tool_call.tool_call_id)
         call.merge(tool_call)
+        call.asked = call.asked or tool_call.content is not None
         choices = [
             PermissionChoice(option_id=o.option_id, name=o.name, kind=str(o.kind)) for o in options
         ]
@@ -264,13 +270,9 @@ class Translator:
         )
 
     def _observation(self, call: _ToolCall, *, note: str = "") -> ObservationEvent:
-        text = self._progress_text(call)
+        text = self._progress_text(call, results_only=True)
         if not text and call.raw_output is not None:
-            text = (
-                call.raw_output
-                if isinstance(call.raw_output, str)
-                else json.dumps(call.raw_output, default=str)
-            )
+            text = _output_of(call.raw_output)
         if note:
             text = f"{text}\n{note}" if text else note
         if len(text) > MAX_OUTPUT_CHARS:
@@ -291,11 +293,14 @@ class Translator:
             diffs=diffs,
         )
 
-    def _progress_text(self, call: _ToolCall) -> str:
+    def _progress_text(self, call: _ToolCall, *, results_only: bool = False) -> str:
+        """The call's content as text; `results_only`: without what a permission request
+        showed (its diffs stay: they are what the call changes)."""
         parts = []
         for item in call.content:
             if isinstance(item, schema.ContentToolCallContent):
-                parts.append(_text_of(item.content))
+                if not (results_only and call.asked):
+                    parts.append(_text_of(item.content))
             elif isinstance(item, schema.TerminalToolCallContent):
                 output = self._terminal_output(item.terminal_id)
                 if output:
@@ -319,6 +324,29 @@ def _text_of(block: Any) -> str:
         return f"[{getattr(block, 'name', None) or uri}]({uri})"
     kind = getattr(block, "type", "content")
     return f"[{kind}]"
+
+
+OUTPUT_KEYS = ("aggregated_output", "formatted_output", "output")
+"""Where an agent's rawOutput keeps a command's output (Codex's ExecCommandEnd: stdout and
+stderr interleaved, then as the model saw it); `stdout` / `stderr` when none is there."""
+STREAM_KEYS = (*OUTPUT_KEYS, "stdout", "stderr")
+
+
+def _output_of(raw: Any) -> str:
+    """A tool call's rawOutput as its result text: the command's output when it is an object
+    holding one (with a nonzero exit code noted), else the text or JSON."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, dict) and any(isinstance(raw.get(k), str) for k in STREAM_KEYS):
+        text = next((raw[k] for k in OUTPUT_KEYS if isinstance(raw.get(k), str) and raw[k]), "")
+        if not text:
+            streams = [raw.get("stdout"), raw.get("stderr")]
+            text = "\n".join(s for s in streams if isinstance(s, str) and s)
+        code = raw.get("exit_code")
+        if isinstance(code, int) and code != 0:
+            text = f"{text.rstrip()}\n(exit code {code})".lstrip("\n")
+        return text
+    return json.dumps(raw, default=str)
 
 
 def _plan_item(entry: schema.PlanEntry) -> PlanItem:
