@@ -10,7 +10,6 @@ import logging
 import os
 import threading
 import time
-from contextlib import nullcontext
 from datetime import UTC, datetime
 from functools import cached_property, partial
 from pathlib import Path
@@ -19,7 +18,6 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from conversations import store
 from conversations.broadcast import publish_tree_changed
 from conversations.events import (
     HOOK_SENDER_PREFIX,
@@ -46,6 +44,7 @@ from workspaces.sandbox import UNSANDBOXED_SETTING, commands_unsandboxed
 from workspaces.sources import SourceError
 from workspaces.spec import spec_of
 
+from ..chain.lease_writes import lease_append
 from ..chain.transient import TRANSIENT_FAULTS, retry_transient
 from ..chain.workers import draining
 from ..control import hook_points
@@ -165,11 +164,10 @@ class SliceRunner:
     def append(self, events: list[BaseEvent], *, spend: float = 0.0) -> None:
         """Append under the lease; `spend` (dollars) goes on the team's monthly bill in the
         same transaction, so a crash can neither lose nor double-count it. Without spend the
-        append is atomic on its own (one statement on Postgres, no transaction around it)."""
-        with transaction.atomic() if spend else nullcontext():
-            stored = store.append(self.conversation_id, events, lease_token=self.token)
-            if spend:
-                spend_add(self.team_id, spend)
+        append is atomic on its own (one statement on Postgres, no transaction around it).
+        A dropped connection is retried on a fresh one while the lease holds (lease_writes)."""
+        also = partial(spend_add, self.team_id, spend) if spend else None
+        stored = lease_append(self.conversation_id, events, token=self.token, also=also)
         self.history.extend(stored, self.conversation_id)
         if self.parent_id is not None and any(
             isinstance(e, StatusChangeEvent) or is_llm_step(e) for e in events
