@@ -69,8 +69,8 @@ class SandboxPlace:
         self, root: Path, *, readonly: Sequence[Path] = (), network: sandbox.Network = "none",
         home: Path | None = None,
     ) -> None:  # fmt: skip
-        """`home`: the agent's private home (made by the caller, removed when the agent
-        ends); None makes a temporary one (acp_bridge.process)."""
+        """`home`: the agent's private home (the caller's: made and removed by it); None
+        makes a temporary one, removed when the agent ends (acp_bridge.process)."""
         self.root = Path(os.path.realpath(root))
         self.agent_root = str(self.root)  # the sandbox mounts the workspace at its own path
         self._workspace = root  # as given: the agent's cwd is named below it

@@ -8,8 +8,8 @@ same for both.
 The agent runs as `argv` (never a shell string) under workspaces.sandbox, the launcher every
 command on a host goes through: bubblewrap with new user, PID, IPC, UTS and (for network
 "none", the default) network namespaces, the system read-only, and read-write only the
-workspace and a private home directory (the caller's, else a new temporary one; removed when
-the agent ends). Whatever else it needs to run (its interpreter, its code) the caller names as
+workspace and a private home directory (the caller's, which stays: it may hold the agent's
+sessions for the next turn; else a new temporary one, removed when the agent ends). Whatever else it needs to run (its interpreter, its code) the caller names as
 `readonly` paths. Its environment is exactly the one the caller passes, plus HOME and TMPDIR
 naming the private directory when the caller gives none: the worker's own `os.environ` holds
 the database URL and every team's secrets, so none of it is inherited (the SDK's
@@ -129,10 +129,10 @@ class AgentChild(Protocol):
 class LocalChild:
     """An agent in the host's sandbox: bwrap leads its own session, so its pid is the group."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, home: Path | None) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, temporary_home: Path | None) -> None:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._proc = proc
-        self._home = home
+        self._home = temporary_home
         self.stdin: asyncio.StreamWriter = proc.stdin
         self.stdout: asyncio.StreamReader = proc.stdout
         self.stderr: asyncio.StreamReader = proc.stderr
@@ -152,11 +152,14 @@ class LocalChild:
         limit: int = MESSAGE_LIMIT_BYTES,
         home: Path | None = None,
     ) -> LocalChild:
-        """See AgentProcess.spawn. `home`: an empty private directory to be the agent's HOME
-        (removed when it ends, like the temporary one made when none is given)."""
+        """See AgentProcess.spawn. `home`: a private directory to be the agent's HOME, the
+        caller's to keep or remove; without one a temporary one is made, removed when the agent
+        ends."""
         if shutil.which(command, path=env.get("PATH", sandbox.PATH)) is None:
             raise AgentCrashed(f"agent command {command!r} could not start: not found")
-        home = home if home is not None else Path(tempfile.mkdtemp(prefix="acp-agent-"))
+        temporary = None if home is not None else Path(tempfile.mkdtemp(prefix="acp-agent-"))
+        home = home if home is not None else temporary
+        assert home is not None
         spec = sandbox.SandboxSpec(
             cwd=cwd,
             writable=(workspace or cwd, home),
@@ -181,12 +184,14 @@ class LocalChild:
                     limit=limit,
                 )
         except OSError as exc:
-            shutil.rmtree(home, ignore_errors=True)
+            if temporary is not None:
+                shutil.rmtree(temporary, ignore_errors=True)
             raise AgentCrashed(f"agent command {command!r} could not start: {exc}") from exc
         except BaseException:
-            shutil.rmtree(home, ignore_errors=True)
+            if temporary is not None:
+                shutil.rmtree(temporary, ignore_errors=True)
             raise
-        return cls(proc, home)
+        return cls(proc, temporary)
 
     @property
     def returncode(self) -> int | None:
@@ -275,6 +280,10 @@ class AgentProcess:
     @property
     def returncode(self) -> int | None:
         return self._child.returncode
+
+    def usable(self) -> bool:
+        """Whether the agent can take another call: running, never failed, not closing."""
+        return self._child.returncode is None and not self._failure.done() and not self._closing
 
     def stderr_tail(self) -> list[str]:
         """The last stderr lines, redacted."""

@@ -1,18 +1,23 @@
-"""The asynchronous side of one ACP turn, on a thread of its own with its own event loop.
+"""The asynchronous side of one ACP turn, on the event loop of the agent's own thread
+(orchestration.external.agent_loop).
 
-`TurnDriver.run()` spawns the agent (acp_bridge.session; in the request's place: the sandbox
-here, or the conversation's container), opens its session (session/load of
-the previous one when the agent offers it, else a new one, told what happened so far), sends
-the prompt and waits for the answer. It never touches the database: everything for the log
-goes, in order, onto `outbox` as `Outgoing` items for the worker's thread (orchestration.
-external.turn), which appends them under the run's lease and answers permission requests
-through `answer`. `cancel()` (thread-safe) sends session/cancel; an agent that does not answer
-the prompt within CANCEL_GRACE_SECONDS after it is killed with its process group.
+Given an agent kept warm from an earlier turn (orchestration.external.pool), the driver sends
+the prompt to its open session. Otherwise it spawns the agent (acp_bridge.session; in the
+request's place: the sandbox here, or the conversation's container) on a new `AgentLoop`,
+opens its session (session/load of the previous one when the agent offers it, else a new
+one, told what happened so far), then sends the prompt; either way it waits for the answer.
+The agent stays up after the turn: the caller keeps it in the pool or closes it (`agent`).
+It never touches the database: everything for the log goes, in order, onto `outbox` as
+`Outgoing` items for the worker's thread (orchestration.external.turn), which appends them
+under the run's lease and answers permission requests through `answer`. `cancel()`
+(thread-safe) sends session/cancel; an agent that does not answer the prompt within
+CANCEL_GRACE_SECONDS after it is killed with its process group.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import queue
 import threading
@@ -32,6 +37,8 @@ from conversations.broadcast import publish_delta
 from conversations.events import AcpSessionEvent, BaseEvent
 from conversations.redaction import Redactor
 from workspaces.sandbox import Network
+
+from .agent_loop import AgentLoop
 
 CANCEL_GRACE_SECONDS = 5.0
 START_TIMEOUT_SECONDS = 60.0
@@ -75,13 +82,19 @@ class TurnRequest:
     """Where the agent runs (its conversation's container); None: the sandbox on this host,
     with `readonly`, `network` and `home`."""
     home: Path | None = None
-    """The agent's private home in the sandbox (orchestration.external.home); the caller made
-    it, the agent's end removes it."""
+    """The agent's private home in the sandbox (orchestration.external.home), made and kept
+    by the caller."""
 
 
 class TurnDriver:
-    def __init__(self, request: TurnRequest, *, redactor: Redactor | None, conversation_id: str):
+    def __init__(
+        self, request: TurnRequest, *, redactor: Redactor | None, conversation_id: str,
+        agent: AgentLoop | None = None,
+    ) -> None:  # fmt: skip
+        """`agent`: one kept from an earlier turn of the conversation, its session open."""
         self.request = request
+        self.agent = agent if agent is not None else AgentLoop()
+        self.warm = agent is not None
         self.outbox: queue.Queue[Outgoing] = queue.Queue()
         self._redactor = redactor
         self._conversation_id = conversation_id
@@ -96,13 +109,21 @@ class TurnDriver:
         self.translator = Translator(
             redactor=redactor, live=self._live, terminal_output=self._terminal_text
         )
-        self.thread = threading.Thread(target=self._main, name="acp-turn", daemon=True)
+        self._done: concurrent.futures.Future | None = None
 
     # -- the worker's thread -------------------------------------------------------------------
 
     def start(self) -> None:
-        self.thread.start()
+        self._loop = self.agent.loop
+        self.agent.handler = self
+        self._done = self.agent.submit(self._run())
         self._ready.wait(5)
+
+    def wait(self, timeout: float) -> None:
+        """Until the turn's coroutine has ended (it put "done" last), at most `timeout`."""
+        if self._done is not None:
+            with contextlib.suppress(Exception):
+                self._done.result(timeout)
 
     def call(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run `fn(*args)` on the driver's loop (e.g. the translator's `answered`)."""
@@ -122,15 +143,7 @@ class TurnDriver:
         if self._abort is not None:
             self.call(self._abort.set)
 
-    # -- the driver's thread -------------------------------------------------------------------
-
-    def _main(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            loop.run_until_complete(self._run())
-        finally:
-            loop.close()
+    # -- the agent's thread --------------------------------------------------------------------
 
     async def _run(self) -> None:
         self._cancel, self._abort = asyncio.Event(), asyncio.Event()
@@ -156,6 +169,8 @@ class TurnDriver:
         else:
             reason = "the agent ended its turn with this tool call still open"
         final = self.translator.finish(reason=reason)
+        if self.agent.handler is self:
+            self.agent.handler = None
         self.outbox.put(
             Outgoing(
                 "done", events=final, response=response, error=error,
@@ -166,18 +181,22 @@ class TurnDriver:
     async def _turn(self) -> tuple[PromptResponse | None, tuple[str, str] | None]:
         r = self.request
         try:
-            async with AcpSession.start(
-                r.command, r.args, env=r.env, cwd=r.workspace, readonly=r.readonly,
-                network=r.network, on_update=self._on_update, on_permission=self._on_permission,
-                timeout=START_TIMEOUT_SECONDS, place=r.place, home=r.home,
-                redact=self._redactor.redact if self._redactor is not None else None,
-            ) as session:  # fmt: skip
+            if self.warm and self.agent.session is not None:
+                session, text = self.agent.session, r.prompt
+                self._session = session
+            else:
+                session = await self.agent.open(
+                    r.command, r.args, env=r.env, cwd=r.workspace, readonly=r.readonly,
+                    network=r.network, timeout=START_TIMEOUT_SECONDS, place=r.place,
+                    home=r.home,
+                    redact=self._redactor.redact if self._redactor is not None else None,
+                )  # fmt: skip
                 self._session = session
                 try:
                     text = await self._open(session)
                 except RequestError as exc:
                     return None, self._request_error(exc)
-                return await self._prompt(session, text), None
+            return await self._prompt(session, text), None
         except AgentTimeout as exc:
             return None, ("acp_turn_timeout", str(exc))
         except AgentError as exc:
@@ -295,14 +314,14 @@ class TurnDriver:
 
     # -- callbacks from the client (on this loop) --------------------------------------------
 
-    def _on_update(self, session_id: str, update: Any) -> None:
+    def on_update(self, session_id: str, update: Any) -> None:
         if self._muted:
             return
         events = self.translator.feed(update)
         if events:
             self.outbox.put(Outgoing("events", events=events))
 
-    async def _on_permission(
+    async def on_permission(
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]
     ) -> str | None:
         reply: asyncio.Future = asyncio.get_running_loop().create_future()

@@ -1,25 +1,27 @@
 """An external agent's private home: where it lives, when it is made and when it goes.
 
 An agent run in the sandbox on this host gets HOME (and TMPDIR) of its own, writable, in
-which it keeps what agents keep at home: configuration, caches, shell snapshots, and with
-them the API key its profile gave it. So the home:
+which it keeps what agents keep at home: its sessions (what ACP `session/load` reads back),
+configuration, caches, shell snapshots, and with them the API key its profile gave it. So the
+home:
 - lives in its conversation's state folder, `CANVAS_STATE_ROOT/<conversation id>/agent.home`,
   never under a workspace (a sandbox binds its own conversation's workspace, which another
   conversation may share); only this conversation's agent sandbox binds it;
-- is made fresh (0700) by the turn that runs the agent, which holds the run's lease, and is
-  removed when the agent's process ends (acp_bridge.process) and again by the turn after it;
-- goes with the state folder when its conversation is deleted (orchestration.erase);
-- is removed by the sweeper (`agent_homes_sweep`) when a worker died before removing it: any
-  home whose conversation is gone or holds no live run lease. A running turn holds the lease
-  (renewed by its heartbeat) from before the home is made until after it is removed; a dead
-  worker's lapses within CANVAS_LEASE_SECONDS. The check and the removal happen under the
-  conversation's row lock, which a new runner's claim waits for, so a home in use is never
-  taken away.
+- is made (0700) by the conversation's first turn that runs the agent, which holds the run's
+  lease, and kept across turns and worker restarts: the next turn's agent, on whichever
+  worker of this host (or, with shared storage, any), finds its sessions there;
+- goes when its conversation does: deleted (orchestration.erase, with the state folder) or
+  archived (the sweep below, which also takes a home whose conversation is gone without
+  that). An archived conversation's next turn, once restored, starts a new session and is
+  told the transcript.
 
 The sweeper need not walk every conversation's folder: a marker per home, in
 `CANVAS_STATE_ROOT/agent-homes/`, is written before the home is made and removed after it,
-so the sweep reads only the homes there are. The path is stable per conversation, so keeping
-the home across turns for session resume (later) changes only when it is removed.
+so the sweep (`agent_homes_sweep`) reads only the homes there are. It removes a home only
+under the conversation's row lock with no live run lease (a new runner's claim waits for the
+lock), so a running turn's home is never taken away; an idle agent kept warm in a worker's
+pool (orchestration.external.pool) may lose its home to an archive, and its pool closes it
+within a reaper period.
 A sweep sees the state root of the host it runs on (all of them with shared storage).
 
 A stdio MCP server gets a private home the same way (it may keep a token there just as well):
@@ -101,15 +103,18 @@ def _mark(marker: Path) -> None:
 
 
 def agent_home_prepare(conversation_id: str, *, workspace: Path) -> Path:
-    """Make the conversation's agent home afresh, empty and private, and return it; what a
-    dead runner left there is removed first. Call while holding the run's lease.
+    """The conversation's agent home, private, made when missing and kept as it is when
+    there (earlier turns' sessions). Call while holding the run's lease.
     WorkspaceUnavailable when the site's folders would put it inside a workspace."""
     home = agent_home(conversation_id)
     _outside_workspaces(home, workspace, "the agent's private home")
     _mark(_marker(conversation_id))
-    shutil.rmtree(home, ignore_errors=True)
     home.parent.mkdir(parents=True, exist_ok=True)
-    home.mkdir(mode=0o700)
+    with contextlib.suppress(FileExistsError):
+        home.mkdir(mode=0o700)
+    if home.is_symlink() or not home.is_dir():
+        raise WorkspaceUnavailable(f"the agent's private home {home} is not a folder")
+    os.chmod(home, 0o700)
     return home
 
 
@@ -266,16 +271,22 @@ def _markers() -> list[tuple[uuid.UUID, str]]:
 
 
 def agent_homes_sweep() -> int:
-    """Remove the homes a dead worker left, agents' and MCP servers' (see the module
-    docstring); how many conversations' homes were removed."""
+    """Remove the agent homes of archived or vanished conversations, and the MCP servers'
+    homes a dead worker left (see the module docstring); how many conversations' homes were
+    removed."""
     found = _markers()
     now = timezone.now()
     pks = {pk for pk, _ in found}
     live = set(Conversation.objects.filter(_leased(now), pk__in=pks).values_list("pk", flat=True))
+    kept = set(
+        Conversation.objects.filter(pk__in=pks, archived_at__isnull=True).values_list(
+            "pk", flat=True
+        )
+    )
     removed = 0
     for pk, name in found:
         mcp = name.endswith(MCP_MARKER_SUFFIX)
-        if pk in live or (mcp and not _idle(_marker(name))):
+        if pk in live or (mcp and not _idle(_marker(name))) or (not mcp and pk in kept):
             continue
         with transaction.atomic():
             # The row lock keeps a runner from claiming the run (and making the home afresh)
@@ -283,10 +294,12 @@ def agent_homes_sweep() -> int:
             lease = (
                 Conversation.objects.select_for_update()
                 .filter(pk=pk)
-                .values_list("lease_token", "lease_expires_at")
+                .values_list("lease_token", "lease_expires_at", "archived_at")
                 .first()
             )
             if lease is not None and lease[0] is not None and lease[1] >= timezone.now():
+                continue
+            if not mcp and lease is not None and lease[2] is None:  # restored meanwhile
                 continue
             if mcp:
                 if _idle(_marker(name)):  # touched meanwhile: a slice kept its servers
@@ -294,5 +307,5 @@ def agent_homes_sweep() -> int:
             else:
                 removed += agent_home_remove(str(pk))
     if removed:
-        logger.info("removed %d private home(s) left by stopped workers", removed)
+        logger.info("removed %d private home(s) no longer needed", removed)
     return removed

@@ -7,10 +7,12 @@ are appended under the slice's lease as the driver (orchestration.external.drive
 them. Permission requests become held actions (orchestration.external.permissions). The
 turn ends when the agent answers the prompt: FINISHED, or ERROR with an error event saying
 what happened to the agent (crashed, garbage on stdout, past the turn timeout, cancel
-ignored); an Interrupt sends session/cancel. The agent's process lives for the turn: the next
-message starts a new one, which resumes with session/load when the agent offers it. So does
-its private home in the sandbox (orchestration.external.home): made before it starts, removed
-after it ends.
+ignored); an Interrupt sends session/cancel. An agent in this host's sandbox that ended its
+turn well stays up for the next one (orchestration.external.pool: same process, same
+session); any other turn starts the agent, which resumes its session with session/load when it
+offers that and its private home (orchestration.external.home, kept across turns) still
+holds it, and is told the transcript otherwise. Before the first prompt the workspace's
+baseline is taken, as for our own runs, so Changes and diff show what the agent did.
 
 A prompt with no AcpTurnEvent after it means the worker died during that turn (the sweeper
 gave the run to this one): it ends with an error event saying so, and is never re-sent.
@@ -58,9 +60,10 @@ from ..step.runner import NOTIFY_STATUSES, worker_identity
 from ..workspace import workspace_of
 from .driver import Outgoing, TurnDriver, TurnRequest
 from .environment import AgentEnvironment, agent_environment
-from .home import agent_home_prepare, agent_home_remove
+from .home import agent_home_prepare
 from .permissions import PendingPermissions, closed_calls
 from .place import PlaceChoice, agent_place, in_container
+from .pool import Kept, agent_keep, agent_take, fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -180,16 +183,13 @@ class AcpTurn:
                 self.fail("acp_start_failed", message, _reason("acp_start_failed"))
                 return
         prompt = "\n\n".join(m.text for m in messages) if messages else CONTINUE_PROMPT
-        try:
-            self.append([AcpPromptEvent(message_ids=[m.id for m in messages])])
-            self._drive(profile, environment, prompt, where, home)
-        finally:
-            if home is not None:  # the agent's end removed it; its marker goes now
-                agent_home_remove(self.conversation_id)
+        last_turn = self._last_turn()
+        self.append([AcpPromptEvent(message_ids=[m.id for m in messages])])
+        self._drive(profile, environment, prompt, where, home, last_turn)
 
     def _drive(
         self, profile, environment: AgentEnvironment, prompt: str, where: PlaceChoice,
-        home: Path | None,
+        home: Path | None, last_turn: str | None,
     ) -> None:  # fmt: skip
         previous = self._previous_session()
         request = TurnRequest(
@@ -203,7 +203,39 @@ class AcpTurn:
             turn_timeout=float(profile.turn_timeout_seconds), default_mode=profile.default_mode,
             missing_secrets=environment.missing, place=where.place, home=home,
         )  # fmt: skip
-        driver = TurnDriver(request, redactor=self.redactor, conversation_id=self.conversation_id)
+        keep = where.place is None  # see orchestration.external.pool
+        launched_as = fingerprint(request, secrets_version=self.conversation.team.secrets_version)
+        warm = (
+            agent_take(self.conversation_id, launched_as, session_id=previous, last_turn=last_turn)
+            if keep
+            else None
+        )
+        driver = TurnDriver(
+            request, redactor=self.redactor, conversation_id=self.conversation_id, agent=warm
+        )
+        kept = False
+        try:
+            done, permissions = self._converse(driver)
+            self._finish(done, permissions)
+            kept = keep and done.error is None and self._keep(driver.agent, profile, launched_as)
+        finally:
+            if not kept:
+                driver.agent.close()
+
+    def _keep(self, agent, profile, launched_as: str) -> bool:
+        session_id = agent.session.session_id if agent.session is not None else None
+        last_turn = self._last_turn()
+        if not agent.usable() or session_id is None or last_turn is None:
+            return False
+        agent_keep(
+            self.conversation_id,
+            Kept(agent, launched_as, session_id=session_id, last_turn=last_turn,
+                 idle_seconds=float(profile.idle_timeout_seconds)),
+        )  # fmt: skip
+        return True
+
+    def _converse(self, driver: TurnDriver) -> tuple[Outgoing, PendingPermissions]:
+        """Start the turn on the driver and append what comes until the agent answers."""
         permissions = PendingPermissions(self, driver)
         driver.start()
         cancel_sent = False
@@ -240,8 +272,8 @@ class AcpTurn:
             driver.abort()
             raise
         finally:
-            driver.thread.join(timeout=30)
-        self._finish(done, permissions)
+            driver.wait(timeout=30)
+        return done, permissions
 
     def _finish(self, done: Outgoing, permissions: PendingPermissions) -> None:
         from acp_bridge.translate import turn_usage
@@ -330,6 +362,13 @@ class AcpTurn:
                 return event.session_id or None
         return None
 
+    def _last_turn(self) -> str | None:
+        """The id of the last turn's end in the log (which agent process wrote the last turn)."""
+        for event in reversed(self.history.events):
+            if isinstance(event, AcpTurnEvent):
+                return event.id
+        return None
+
     def _earlier(self) -> bool:
         return any(isinstance(e, AcpTurnEvent) for e in self.history.events)
 
@@ -352,19 +391,20 @@ class AcpTurn:
         )
 
     def _fill(self) -> bool:
-        """The workspace's git source on the first turn; False when it failed (run ended)."""
-        if any(isinstance(e, AcpPromptEvent) for e in self.history.events):
-            return True
-        try:
-            workspace_fill(
-                workspace_of(self.conversation, policy=self.policy),
-                spec_of(self.conversation.workspace_spec),
-            )
-        except SourceError as exc:
-            self.fail(
-                "workspace_source", exc.message, "the workspace's source could not be checked out"
-            )
-            return False
+        """The workspace's git source on the first turn, then its baseline (once: what the
+        Changes panel compares with), before the agent touches it; False when the source
+        failed (run ended)."""
+        workspace = workspace_of(self.conversation, policy=self.policy)
+        if not any(isinstance(e, AcpPromptEvent) for e in self.history.events):
+            try:
+                workspace_fill(workspace, spec_of(self.conversation.workspace_spec))
+            except SourceError as exc:
+                self.fail(
+                    "workspace_source", exc.message,
+                    "the workspace's source could not be checked out",
+                )  # fmt: skip
+                return False
+        workspace.baseline_take()
         return True
 
 

@@ -26,7 +26,9 @@ answers with message chunks (JSON where a test needs to read a result):
 
 The command is the prompt's last paragraph, so a prompt with history before it still works.
 With FIXTURE_LOAD=1 in its environment the agent offers session/load, and replays one user
-and one agent chunk for the loaded session before answering.
+and one agent chunk for the loaded session before answering. Like real agents it keeps its
+sessions at home ($HOME/.fixture-sessions/<id>, written by session/new): loading one that is
+not there fails with -32002 (resource not found).
 
 `new_session` sends an available-commands update before its answer, so a client sees an update
 for a session id it does not know yet.
@@ -35,6 +37,7 @@ for a session id it does not know yet.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -58,6 +61,8 @@ from acp.schema import (
     UsageUpdate,
 )
 
+SESSIONS = Path(os.environ.get("HOME", "/nonexistent")) / ".fixture-sessions"
+
 
 class FixtureAgent:
     def __init__(self) -> None:
@@ -76,6 +81,8 @@ class FixtureAgent:
         )
 
     async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> LoadSessionResponse:
+        if not (SESSIONS / session_id).is_file():
+            raise acp.RequestError.resource_not_found(session_id)
         self._cancelled[session_id] = asyncio.Event()
         self._loaded.add(session_id)
         await self._conn.session_update(session_id, helpers.update_user_message_text("earlier"))
@@ -85,6 +92,9 @@ class FixtureAgent:
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
         session_id = f"sess-{uuid.uuid4().hex[:8]}"
         self._cancelled[session_id] = asyncio.Event()
+        with contextlib.suppress(OSError):  # a home it cannot write: nothing to load later
+            SESSIONS.mkdir(parents=True, exist_ok=True)
+            (SESSIONS / session_id).write_text(cwd)
         await self._conn.session_update(
             session_id,
             helpers.update_available_commands(

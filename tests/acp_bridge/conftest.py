@@ -1,11 +1,13 @@
 """After every ACP test, no agent process of this test run is left: the fixture agent, the
 Claude Code adapter or its CLI, anywhere below this pytest process (the bridge's sandboxes,
-the Celery workers the tests start). Only our own descendants count, so a second test run on
+the Celery workers the tests start), once this process's pool of warm agents is closed. Only
+our own descendants count, so a second test run on
 the same machine cannot fail this one."""
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,6 +56,9 @@ def agent_processes() -> list[str]:
 @pytest.fixture(autouse=True)
 def no_agent_process_left() -> Iterator[None]:
     yield
+    pool = sys.modules.get("orchestration.external.pool")
+    if pool is not None:  # agents kept warm for a next turn that will not come
+        pool.close_all()
     deadline = time.monotonic() + SETTLE_SECONDS
     left = agent_processes()
     while left and time.monotonic() < deadline:

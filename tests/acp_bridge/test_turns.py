@@ -27,6 +27,7 @@ from conversations.events import (
 )
 from orchestration import run_control, services
 from orchestration.control import approvals
+from orchestration.external import pool
 from tests.acp_bridge.turns import (
     drive_in_thread,
     events,
@@ -183,6 +184,7 @@ def test_the_next_turn_loads_the_session_when_the_agent_offers_it(user, dispatch
     conversation = start(user, "echo")
     drive(dispatched)
     first = json.loads(of(conversation, AgentMessageEvent)[-1].text)
+    pool.close_all()  # else the warm agent answers (tests/acp_bridge/test_warm.py)
     services.conversation_post_message(conversation_id=conversation.pk, text="echo", sender=user)
     drive(dispatched)
     sessions = of(conversation, AcpSessionEvent)

@@ -43,14 +43,15 @@ DEFAULT_QUEUE = "celery"
 FAST_RECOVERY = {"CANVAS_LEASE_SECONDS": "3", "CANVAS_SWEEP_SECONDS": "1"}
 
 
-def profile() -> dict:
-    base = fixture_profile()
+def profile(**extra) -> dict:
+    base = fixture_profile(**extra)
     return {**base, "args": [*base["args"], MARKER]}
 
 
-def acp_env(**extra: str) -> dict[str, str]:
+def acp_env(profile_extra: dict | None = None, **extra: str) -> dict[str, str]:
     """The worker is a subprocess: its agent profiles come from its environment."""
-    return {"CANVAS_ACP_AGENTS": json.dumps({FIXTURE: profile()}), **extra}
+    agents = {FIXTURE: profile(**(profile_extra or {}))}
+    return {"CANVAS_ACP_AGENTS": json.dumps(agents), **extra}
 
 
 def agent_pids() -> list[int]:
@@ -190,7 +191,7 @@ def test_turns_whose_worker_is_killed_end_lost_and_the_next_message_runs(start_w
     first.kill()
     wait_for(lambda: not agent_pids(), 10, message="the agents to die with their worker")
     homes = [agent_home(str(c.pk)) for c in (waiting, streaming)]
-    assert all(home.is_dir() for home in homes)  # what the dead worker could not remove
+    assert all(home.is_dir() for home in homes)  # kept for the next turn's session/load
 
     revived = 0
 
@@ -202,15 +203,8 @@ def test_turns_whose_worker_is_killed_end_lost_and_the_next_message_runs(start_w
     wait_for(swept_both, 15, message="the sweeper to revive both runs")
     both = (waiting, streaming)
     wait_for(lambda: all_are(both, Status.ERROR), 30, message="the lost turns to end")
-    removed = 0
-
-    def homes_swept() -> bool:
-        nonlocal removed
-        removed += agent_homes_sweep()  # each once the lost turn's runner released its lease
-        return removed == 2
-
-    wait_for(homes_swept, 15, message="the sweeper to remove the dead worker's agent homes")
-    assert not any(home.exists() for home in homes)
+    assert agent_homes_sweep() == 0  # their conversations go on: the homes stay
+    assert all(home.is_dir() for home in homes)
     for conversation in both:
         assert [e.code for e in of(conversation, AgentErrorEvent)] == [REVIVED, "acp_turn_lost"]
         assert ended_by(conversation) == identity(second)
@@ -234,3 +228,39 @@ def test_turns_whose_worker_is_killed_end_lost_and_the_next_message_runs(start_w
     for conversation, prompt in zip(both, ("edit notes.txt never", "slow 1000"), strict=True):
         report = json.loads(of(conversation, AgentMessageEvent)[-1].text)
         assert report["prompt"].endswith("echo") and f"User: {prompt}" in report["prompt"]
+
+
+def test_a_warm_agent_answers_again_and_a_restarted_worker_loads_its_session(start_worker, user):
+    """Turn 2 on the agent turn 1 left (same processes, same session); the worker restarts;
+    turn 3 loads the session from the kept home, and that agent goes after its idle limit."""
+    loads = {"env": {"FIXTURE_LOAD": "1"}}
+    first = start_worker(queues=(ACP_QUEUE,), extra_env=acp_env(loads))
+    conversation = start(user, "echo")
+    wait_for(lambda: status_of(conversation) == Status.FINISHED, 60, message="turn 1")
+    opened = json.loads(of(conversation, AgentMessageEvent)[-1].text)
+    pids = sorted(agent_pids())
+    assert pids  # kept after the turn
+
+    services.conversation_post_message(conversation_id=conversation.pk, text="echo", sender=user)
+    wait_for(lambda: len(of(conversation, AgentMessageEvent)) == 2, 60, message="turn 2")
+    wait_for(lambda: status_of(conversation) == Status.FINISHED, 30, message="turn 2's end")
+    warm = json.loads(of(conversation, AgentMessageEvent)[-1].text)
+    assert sorted(agent_pids()) == pids
+    assert warm == {"session": opened["session"], "loaded": False, "prompt": "echo"}
+    assert [s.how for s in of(conversation, AcpSessionEvent)] == ["new"]
+
+    first.stop()
+    wait_for(lambda: not agent_pids(), 10, message="the kept agent to end with its worker")
+    second = start_worker(
+        queues=(ACP_QUEUE,), extra_env=acp_env({**loads, "idle_timeout_seconds": 2})
+    )
+    services.conversation_post_message(conversation_id=conversation.pk, text="echo", sender=user)
+    wait_for(lambda: len(of(conversation, AgentMessageEvent)) == 3, 60, message="turn 3")
+    wait_for(lambda: status_of(conversation) == Status.FINISHED, 30, message="turn 3's end")
+    sessions = of(conversation, AcpSessionEvent)
+    assert [(s.how, s.session_id) for s in sessions] == [
+        ("new", opened["session"]), ("loaded", opened["session"]),
+    ]  # fmt: skip
+    assert sessions[1].worker == identity(second)
+    assert json.loads(of(conversation, AgentMessageEvent)[-1].text)["loaded"] is True
+    wait_for(lambda: not agent_pids(), 10, message="the idle agent to be closed after 2 s")

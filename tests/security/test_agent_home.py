@@ -1,10 +1,11 @@
-"""An external agent's private home (issue 23, item 7): it holds what the agent keeps at home,
-its API key included (Codex's shell snapshots), so it lives in its conversation's state folder,
-no other conversation's sandbox sees it, and it never outlives what needs it: the turn removes
-it, deleting the conversation removes it, and the sweeper removes what a dead worker left.
+"""An external agent's private home (issue 23, item 7; kept across turns since issue 28): it
+holds what the agent keeps at home, its sessions and its API key included (Codex's shell
+snapshots), so it lives in its conversation's state folder, no other conversation's sandbox
+sees it, and it never outlives its conversation: deleting the conversation removes it, and the
+sweeper removes an archived or vanished conversation's.
 
-A "crashed" turn is staged as the turn would leave it: the home made by agent_home_prepare
-with a key file inside, and no run holding the conversation's lease."""
+A home is staged as a turn leaves it: made by agent_home_prepare with a key file inside, and
+no run holding the conversation's lease."""
 
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def _markers(settings) -> list[str]:
     return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
 
 
-def test_the_home_lives_in_the_state_folder_and_goes_with_the_turn(user, dispatched, settings):
+def test_the_home_lives_in_the_state_folder_and_stays_for_the_next_turn(user, dispatched, settings):
     conversation = start(user, "escape /nonexistent")
     drive(dispatched)
     report = json.loads(of(conversation, AgentMessageEvent)[-1].text)
@@ -70,15 +71,23 @@ def test_the_home_lives_in_the_state_folder_and_goes_with_the_turn(user, dispatc
     assert home == agent_home(str(conversation.pk))
     assert home == Path(settings.CANVAS_STATE_ROOT) / str(conversation.pk) / HOME_NAME
     assert not home.is_relative_to(Path(row(conversation).workspace_path))
-    assert not home.exists()  # removed at the end of the turn
-    assert _markers(settings) == []
+    assert (home / "home-ok").is_file()  # kept: the agent's sessions are there
+    assert home.stat().st_mode & 0o777 == 0o700
+    assert _markers(settings) == [str(conversation.pk)]
+    assert agent_homes_sweep() == 0
 
 
-def test_a_crashed_turns_home_is_removed_by_the_sweep(user, settings):
+def _archived(conversation: Conversation) -> None:
+    Conversation.objects.filter(pk=conversation.pk).update(archived_at=timezone.now())
+
+
+def test_an_archived_conversations_home_is_removed_by_the_sweep(user, settings):
     conversation = _stopped(user)
     home = _left_by_a_crash(conversation)
     assert home.stat().st_mode & 0o777 == 0o700
     assert _markers(settings) == [str(conversation.pk)]
+    assert agent_homes_sweep() == 0  # its next turn may load a session from it
+    _archived(conversation)
     assert agent_homes_sweep() == 1
     assert not home.exists()
     assert _markers(settings) == []
@@ -88,6 +97,7 @@ def test_a_crashed_turns_home_is_removed_by_the_sweep(user, settings):
 def test_a_home_whose_run_holds_a_live_lease_is_kept_until_the_lease_lapses(user, settings):
     conversation = _stopped(user)
     home = _left_by_a_crash(conversation)
+    _archived(conversation)
     rows = Conversation.objects.filter(pk=conversation.pk)
     rows.update(
         lease_token="a-live-runner", lease_expires_at=timezone.now() + timedelta(seconds=60)
