@@ -3,6 +3,11 @@
 Used when REDIS_URL is unset (`make up`, `run_conversation` on a laptop). Tasks take the same
 path as in production, only the transport differs. The sweeper that production runs from
 celery beat runs here as a plain thread.
+
+The worker announces its host (orchestration/chain/workers.py) when it is up, however long its
+start takes on a loaded machine: a worker that ran jobs without ever announcing itself had its
+runs judged stranded on a gone host. The sweeper starts only then, so it never judges this
+process's own host gone while its worker is still starting.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -21,7 +27,8 @@ from .celery import app
 logger = logging.getLogger(__name__)
 
 
-READY_TIMEOUT_SECONDS = 30.0
+SLOW_START_SECONDS = 30.0
+"""A start slower than this is logged (and logged again each period), never given up on."""
 POLL_SECONDS = 0.05
 
 
@@ -44,6 +51,7 @@ class EmbeddedWorker:
         self._threads: list[threading.Thread] = []
         self._worker: _ReadyWorkController | None = None
         self._ready = threading.Event()
+        self._announced = threading.Event()
 
     def start(self, *, wait: bool = True) -> None:
         """Start the worker; with `wait=False` return at once and let it start in the
@@ -67,7 +75,7 @@ class EmbeddedWorker:
         worker_thread = threading.Thread(
             target=self._run, args=(queues,), name="embedded-celery", daemon=True
         )
-        sweeper = threading.Thread(target=self._sweep, name="embedded-sweeper", daemon=True)
+        sweeper = threading.Thread(target=self._sweep_once_up, name="embedded-sweeper", daemon=True)
         self._threads = [worker_thread, sweeper]
         for thread in self._threads:
             thread.start()
@@ -95,14 +103,33 @@ class EmbeddedWorker:
             self._worker.start()
 
     def _announce_when_ready(self, queues: list[str]) -> None:
+        """Announce the host once the worker is ready, however long that takes; raise only
+        if the worker's thread ended without ever being ready (it failed to start)."""
         from orchestration.chain.workers import presence_start
 
-        if not self._ready.wait(READY_TIMEOUT_SECONDS):
-            raise RuntimeError(
-                f"the embedded Celery worker did not start within {READY_TIMEOUT_SECONDS:.0f} s"
-            )
+        worker_thread = self._threads[0]
+        started = time.monotonic()
+        warn_at = started + SLOW_START_SECONDS
+        while not self._ready.wait(POLL_SECONDS * 4):
+            if self._stop.is_set():
+                return
+            if not worker_thread.is_alive() and not self._ready.is_set():
+                raise RuntimeError("the embedded Celery worker stopped before it was ready")
+            if time.monotonic() >= warn_at:
+                warn_at += SLOW_START_SECONDS
+                logger.warning(
+                    "the embedded Celery worker is still starting after %.0f s",
+                    time.monotonic() - started,
+                )
         if not self._stop.is_set():
             presence_start(queues)
+            self._announced.set()
+
+    def _sweep_once_up(self) -> None:
+        while not self._announced.wait(POLL_SECONDS * 10):
+            if self._stop.is_set():
+                return
+        self._sweep()
 
     def _sweep(self) -> None:
         from django.db import connection

@@ -90,11 +90,30 @@ def gone_message(host: WorkerHost) -> str:
         heard = f"shut down at {seen} and has not come back"
     else:
         heard = f"stopped sending heartbeats at {seen}"
+    if settings.EMBEDDED:
+        return _embedded_gone_message(host.host, heard, silent_for)
     return (
         f"The worker host {host.host!r}, which holds this conversation's workspace, {heard} "
         f"({silent_for} s ago), and no worker of it answered a ping, so the run cannot "
         f"continue. Once a worker with CANVAS_WORKER_HOST={host.host} runs again on the "
         "machine with that disk, send a message to go on."
+    )
+
+
+def _embedded_gone_message(host: str, heard: str, silent_for: int) -> str:
+    """The embedded mode has no worker to start: the server (or run_conversation) runs its
+    own, and runs are pinned to that process's host name."""
+    said = f"{heard} ({silent_for} s ago)"
+    if host == settings.CANVAS_WORKER_HOST:
+        return (
+            f"This server's built-in worker (host {host!r}) {said}, so the run stopped. "
+            "Send a message to go on; if nothing happens, restart the server."
+        )
+    return (
+        f"The built-in worker of the server that ran this conversation (host {host!r}) {said}, "
+        f"so the run stopped. This server's worker is host {settings.CANVAS_WORKER_HOST!r} "
+        "and takes only its own runs: serve with the CANVAS_WORKER_HOST or state folder "
+        "(CANVAS_VAR_DIR) that run had to go on."
     )
 
 
