@@ -24,17 +24,21 @@ def database_unreachable() -> Iterator[None]:
     for it and again after)."""
     saved = connection.settings_dict["PORT"]
 
-    def repoint(port) -> None:
+    pool = connection.settings_dict["OPTIONS"].get("pool")
+    saved_wait = pool and pool["timeout"]
+
+    def repoint(port, wait) -> None:
         connection.close()
-        if getattr(connection, "pool", None):
+        if pool:
             connection.close_pool()
+            pool["timeout"] = wait  # a pooled request waits this long before its 503
         connection.settings_dict["PORT"] = port
 
-    repoint(str(free_port()))
+    repoint(str(free_port()), 1.0)
     try:
         yield
     finally:
-        repoint(saved)
+        repoint(saved, saved_wait)
 
 
 def _no_secrets(text: str) -> None:
