@@ -110,7 +110,29 @@ TEMPLATES = [
 # --- Database -------------------------------------------------------------------------------
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    from common.db_pool import pool_max, pool_options  # noqa: E402 - pure
+
+    # Each process borrows from one psycopg pool of at most CANVAS_DB_POOL_MAX connections
+    # (default: worker slots + keepers + 1; docs/deploy.md "Database connections"); a thread
+    # waits up to CANVAS_DB_POOL_TIMEOUT seconds for one. 0 turns pooling off: Django's own
+    # connection per thread, kept 60 s (uncapped; under ASGI each request thread keeps one).
+    CANVAS_DB_POOL_MAX = int(
+        os.environ.get("CANVAS_DB_POOL_MAX")
+        or pool_max(int(os.environ.get("CANVAS_WORKER_CONCURRENCY") or 32))
+    )
+    DATABASES = {
+        "default": dj_database_url.parse(
+            DATABASE_URL,
+            conn_max_age=0 if CANVAS_DB_POOL_MAX else 60,  # pooled: back to the pool at close
+            conn_health_checks=True,  # a connection a restart cut is replaced, not lent
+        )
+    }
+    # An unreachable host fails in seconds (503, canvas/outage.py) instead of hanging.
+    DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = 5
+    if CANVAS_DB_POOL_MAX:
+        DATABASES["default"]["OPTIONS"]["pool"] = pool_options(
+            CANVAS_DB_POOL_MAX, timeout=float(os.environ.get("CANVAS_DB_POOL_TIMEOUT", "5"))
+        )
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
