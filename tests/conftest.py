@@ -26,6 +26,11 @@ def pytest_configure(config: pytest.Config) -> None:
     from tests import parallel
 
     parallel.isolate(settings)
+    # This process's own connections stay Django's per-thread ones: fixtures repoint the
+    # default database mid-session (tests/faults/stack.py), which a pool built once would
+    # ignore. The workers tests start get the production default, the pool (common/db_pool.py).
+    if settings.DATABASES["default"].get("OPTIONS", {}).pop("pool", None):
+        settings.DATABASES["default"]["CONN_MAX_AGE"] = 60
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
