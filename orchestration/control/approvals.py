@@ -185,7 +185,11 @@ def _decide(
                 action_exists(conversation.pk, i) for i in action_ids
             ):
                 raise NotFound("no such pending action.")
-            raise Conflict("this action was already decided, or nothing is waiting.")
+            raise Conflict(_decided_already(events, action_ids))
+        from orchestration.external.permissions import orphaned_request_refusal
+
+        if refusal := orphaned_request_refusal(conversation):
+            raise Conflict(refusal)
         chosen = [pending[i] for i in (action_ids or list(pending)) if i in pending]
         appended: list = []
         decided: list[tuple[ActionEvent, ActionDecisionEvent]] = []
@@ -228,6 +232,16 @@ def _decide(
                       **({"option": event.option_id} if event.option_id else {})},
             )  # fmt: skip
     return [event.decision for _, event in decided]
+
+
+def _decided_already(events: list[tuple[int, AnyEvent]], action_ids: list[str] | None) -> str:
+    """The Conflict's words: how the action was decided (an expired request says so)."""
+    wanted = set(action_ids or ())
+    for _, event in reversed(events):
+        if isinstance(event, ActionDecisionEvent) and event.action_id in wanted:
+            why = f" ({event.reason})" if event.reason else ""
+            return f"this action was already decided: {event.decision} by {event.by}{why}."
+    return "this action was already decided, or nothing is waiting."
 
 
 def action_approve(

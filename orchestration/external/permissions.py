@@ -7,6 +7,12 @@ and the request is in the approval inbox (orchestration.control.approvals, which
 person's decision), while this turn keeps the agent waiting for the answer. Decisions are read
 back from the log every POLL_SECONDS; a request nobody answers within the policy's timeout
 is rejected by the policy. Who answered is in the decision event and the audit log.
+
+The timeout lives in the turn, so a worker that dies while a request waits takes it along,
+and the agent's process too: nothing could act on an answer any more. The sweeper, reviving
+such a run (its lease expired while it waited), closes those requests as expired
+(`orphaned_requests_expire`): rejected by the policy, saying why. Until then an approval of
+one answers 409 (`orphaned_request_refusal`), as it does after.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
+from conversations import store
 from conversations.events import (
     POLICY_DECIDER,
     ActionDecisionEvent,
@@ -29,9 +36,10 @@ from conversations.events import (
     StatusChangeEvent,
 )
 from conversations.models import Conversation
+from conversations.selectors import held_batch_start
 from teams.audit import audit_record
 
-from ..control.approvals import option_for
+from ..control.approvals import option_for, pending_in
 from ..control.notify import notify_status_on_commit
 from ..step.loop import rejected_observation
 
@@ -39,6 +47,10 @@ if TYPE_CHECKING:
     from .driver import Outgoing, TurnDriver
     from .turn import AcpTurn
 
+EXPIRED = (
+    "expired: the worker running the agent's turn stopped while this request waited, and the "
+    "agent's process went with it, so no answer could reach it"
+)
 POLL_SECONDS = 0.1
 """How often a waiting request looks for a decision in the log (one small read): a person's
 answer reaches the agent within this."""
@@ -191,3 +203,51 @@ class PendingPermissions:
 
 def closed_calls(events: list[BaseEvent]) -> set[str]:
     return {e.tool_call_id for e in events if isinstance(e, ObservationEvent)}
+
+
+def orphaned_requests_expire(conversation_id) -> list[BaseEvent]:
+    """The events closing every permission request still open in a conversation whose
+    agent's turn died while it waited (the sweeper's, holding the row's lock, appends them
+    before the run goes on): each rejected by the policy as EXPIRED, its call marked as never
+    run and interrupted, and audited. Empty when none is open."""
+    start = held_batch_start(conversation_id)
+    if start is None:
+        return []
+    loaded = [(s.seq, s.event) for s in store.load(conversation_id, after_seq=start - 1)]
+    events: list[BaseEvent] = []
+    team_id = None
+    for _, action in pending_in(loaded):
+        events.append(
+            ActionDecisionEvent(
+                action_id=action.id, tool_call_id=action.tool_call_id,
+                decision=Decision.REJECTED, by=POLICY, reason=EXPIRED,
+            )
+        )  # fmt: skip
+        closed = rejected_observation(action, source="policy", by=POLICY, reason=EXPIRED)
+        events.append(closed.model_copy(update={"interrupted": True}))
+        team_id = team_id or Conversation.objects.values_list("team_id", flat=True).get(
+            pk=conversation_id
+        )
+        audit_record(
+            actor=None, kind=f"action.{Decision.REJECTED}", team=team_id,
+            target=str(conversation_id),
+            data={"tool": action.tool, "kind": action.kind, "by": POLICY, "reason": EXPIRED},
+        )  # fmt: skip
+    return events
+
+
+def orphaned_request_refusal(conversation: Conversation) -> str | None:
+    """Why a person's answer to an external agent's waiting request cannot be taken: the
+    turn that asked holds no live lease (its worker died; the sweeper expires the request
+    within one sweep period). None while the turn waits for it. Call with the row locked."""
+    from django.utils import timezone
+
+    if not conversation.agent or conversation.status != Status.WAITING_FOR_CONFIRMATION:
+        return None
+    expires = conversation.lease_expires_at
+    if conversation.lease_token is not None and expires is not None and expires > timezone.now():
+        return None
+    return (
+        "this request has expired: the worker running the agent's turn stopped while it "
+        "waited, so no answer can reach the agent. Send a message to go on."
+    )
