@@ -25,6 +25,7 @@ from conversations import store
 from conversations.events import AgentErrorEvent, BaseEvent, Status, StatusChangeEvent
 from conversations.models import Conversation
 
+from ..external import permissions
 from .dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
 from .lease import lease_drop
 
@@ -77,6 +78,7 @@ def sweep_runs() -> int:
                 if row.status == Status.WAITING_FOR_CONFIRMATION:
                     # Running again, so the new runner's claim may take the run and end the
                     # lost turn (orchestration.external.turn).
+                    revived += permissions.orphaned_requests_expire(row.pk)
                     revived.append(
                         StatusChangeEvent(
                             status=Status.RUNNING, previous=row.status, reason="run revived"
