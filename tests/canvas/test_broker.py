@@ -52,3 +52,9 @@ def test_a_channel_holding_a_message_survives_a_redis_restart(redis_server, back
         redis_server.start()
     connection.close()  # kombu 5.7 alone: AttributeError(...'hostname') from _connparams
     held[0].ack()  # the task's late ack on the closed channel: left to the broker
+
+    if not back:
+        redis_server.start()
+    with Connection(redis_server.url) as again, again.SimpleQueue("tasks") as queue:
+        queue.put({"slice": 2})  # what the worker does next: reconnect and consume
+        assert queue.get(timeout=5).payload == {"slice": 2}
