@@ -17,13 +17,23 @@ next-slice enqueues are captured, not sent) and, as the floor, through the bare 
   answer received): answered at once by the team policy (`acp_auto_allow_kinds` ["edit"]),
   and by a person who answers as soon as the request is in the inbox (a thread here polls
   `pending_actions` every 2 ms and approves "yes").
+- warm vs cold: a conversation's next message -> the agent's first update in the log (the
+  message's and the first action's `created_at`, `tools 1`), on the agent the last turn kept
+  warm (orchestration.external.pool) and on a cold start (the pool closed first, as after a
+  worker restart: spawn, initialize, a new session told the transcript). The other measures
+  close the kept agent after each turn, outside their timing, so each turn starts cold.
+  With `--claude`, the same for Claude Code's ACP adapter (`make acp-agents`) against the
+  tests' fake Anthropic API on 127.0.0.1 (its Write granted by the team policy), the first
+  update being its tool call; `--next-only` runs only these.
 
     DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/acp_bridge.py [--quick] [--json F]
+        [--claude] [--next-only]
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import statistics
 import sys
@@ -43,17 +53,31 @@ import _common as common  # noqa: E402
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != BENCH]
 AGENT = BENCH / "acp_agent.py"
 PROFILE = "benchagent"
+CLAUDE = "claude"
+CLAUDE_PROMPT = "Create hello.txt in the workspace."
 FEW = 10
 INBOX_POLL_SECONDS = 0.002
 
 
-def profile_env() -> dict[str, str]:
-    profile = {
-        "command": sys.executable,
-        "args": [str(AGENT)],
-        "readonly": [sys.prefix, sys.base_prefix, str(AGENT.parent)],
+def profile_env(claude_url: str | None = None) -> dict[str, str]:
+    profiles: dict[str, Any] = {
+        PROFILE: {
+            "command": sys.executable,
+            "args": [str(AGENT)],
+            "readonly": [sys.prefix, sys.base_prefix, str(AGENT.parent)],
+        }
     }
-    return {"CANVAS_ACP_AGENTS": json.dumps({PROFILE: profile})}
+    env = {}
+    if claude_url is not None:
+        from tests.acp_bridge.real_agent import claude_agent
+
+        agent = claude_agent(claude_url)
+        profiles[CLAUDE] = {
+            "command": agent.command, "args": list(agent.args), "env": agent.env,
+            "readonly": [str(p) for p in agent.readonly], "network": "host",
+        }  # fmt: skip
+        env["CANVAS_SANDBOX_ALLOW_HOST_NETWORK"] = "true"
+    return {"CANVAS_ACP_AGENTS": json.dumps(profiles), **env}
 
 
 def _report(conversation_id: str) -> dict[str, Any]:
@@ -126,10 +150,66 @@ def bridge_turn(owner: Any, team: Any, prompt: str, *, answer: bool = False) -> 
         stop.set()
         if answer:
             helper.join(10)
+    from orchestration.external import pool
+
+    pool.agent_close(conversation_id)  # each measured turn starts its agent
     status = Conversation.objects.get(pk=conversation_id).status
     return {"wall_ms": wall_ms, "prompt_ms": _prompt_ms(conversation_id), "status": status,
             "report": _report(conversation_id), "seen": list(seen.values()),
             "approved": list(approved.values())}  # fmt: skip
+
+
+def _first_update_ms(conversation_id: str, after_seq: int) -> float:
+    """The message (the first user message after `after_seq`) -> the first action after it."""
+    from conversations import store
+    from conversations.events import ActionEvent, UserMessageEvent
+
+    stored = store.load(conversation_id, after_seq=after_seq)
+    sent = next(s for s in stored if isinstance(s.event, UserMessageEvent))
+    first = next(s for s in stored if isinstance(s.event, ActionEvent) and s.seq > sent.seq)
+    return (first.created_at - sent.created_at).total_seconds() * 1000
+
+
+def next_message(owner: Any, team: Any, *, repeat: int, profile: str = PROFILE,
+                 prompt: str = "tools 1") -> dict[str, Any]:  # fmt: skip
+    """Message -> first agent update, on a warm agent and on a cold start, `repeat` each, in
+    one conversation (alternating, so both see the same log length)."""
+    from conversations import store
+    from conversations.models import Conversation
+    from orchestration.chain.slices import run_slice
+    from orchestration.external import pool
+    from orchestration.services import conversation_create, conversation_post_message
+
+    def run(sent: list) -> None:
+        slices = 0
+        while sent and slices < 10:
+            assert run_slice(*sent.pop(0)) is None
+            slices += 1
+
+    measured: dict[str, list[float]] = {"warm": [], "cold": []}
+    statuses = set()
+    with common.captured_enqueues() as sent:
+        conversation = conversation_create(
+            owner=owner, team=team.pk, prompt=prompt, model="demo", agent=profile
+        )
+        conversation_id = str(conversation.pk)
+        run(sent)
+        for _ in range(repeat):
+            for kind in ("warm", "cold"):
+                if kind == "cold":
+                    pool.agent_close(conversation_id)
+                after = store.load(conversation_id)[-1].seq
+                conversation_post_message(
+                    conversation_id=conversation_id, text=prompt, sender=owner
+                )
+                run(sent)
+                measured[kind].append(_first_update_ms(conversation_id, after))
+                statuses.add(Conversation.objects.get(pk=conversation_id).status)
+        pool.agent_close(conversation_id)
+    return {
+        kind: {"median_ms": statistics.median(values), "runs_ms": [round(v, 1) for v in values]}
+        for kind, values in measured.items()
+    } | {"statuses": sorted(statuses)}
 
 
 class _BareClient:
@@ -182,22 +262,40 @@ def _median(runs: list[dict[str, Any]], key: str = "wall_ms") -> float:
 def main() -> None:
     parser = common.arg_parser(__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, help="Turns per measure (default 5, quick 2).")
+    parser.add_argument("--claude", action="store_true", help="Also Claude Code's adapter.")
+    parser.add_argument("--next-only", action="store_true", help="Only warm vs cold.")
     options = parser.parse_args()
     quick = options.quick
     repeat = options.repeat or (2 if quick else 5)
-    chunks, tools, asks = (300, 50, 5) if quick else (3000, 300, 20)
-    common.setup_django(profile_env())
+    with contextlib.ExitStack() as stack:
+        claude_url = None
+        if options.claude:
+            sys.path.insert(0, str(common.REPO))
+            from tests.acp_bridge.fake_anthropic import FakeAnthropic
 
+            target = common.scratch_dir() / "claude-target.txt"
+            claude_url = stack.enter_context(FakeAnthropic(target, "hello\n")).base_url
+        common.setup_django(profile_env(claude_url))
+        measure(options, quick=quick, repeat=repeat)
+
+
+def measure(options: Any, *, quick: bool, repeat: int) -> None:
     from django.contrib.auth import get_user_model
 
     from teams.policies import policy_update
     from teams.services import team_create
 
+    chunks, tools, asks = (300, 50, 5) if quick else (3000, 300, 20)
     name = f"bench-acp-{uuid.uuid4().hex[:8]}"  # the bench database outlives a run
     owner = get_user_model().objects.create_user(name)
     asks_team = team_create(user=owner, name=f"{name} asks")
     auto_team = team_create(user=owner, name=f"{name} auto-allows edits")
     policy_update(by=owner, team=auto_team, acp_auto_allow_kinds=["edit"])
+    if options.next_only:
+        results: dict[str, Any] = {"repeat": repeat}
+        next_messages(results, owner, auto_team, options, repeat=repeat)
+        common.write_results(options.json, results)
+        return
 
     cases: dict[str, tuple[str, int]] = {
         # label: (prompt, session/update notifications it sends, less the report)
@@ -207,7 +305,7 @@ def main() -> None:
         "tools few": (f"tools {FEW // 2}", FEW),
         f"tools {tools}": (f"tools {tools}", 2 * tools),
     }
-    results: dict[str, Any] = {"repeat": repeat, "bridge": {}, "bare": {}}
+    results = {"repeat": repeat, "bridge": {}, "bare": {}}
     bridge_turn(owner, asks_team, "noop")  # warm: imports, first connections
     bare_turn("noop")
     for label, (prompt, updates) in cases.items():
@@ -265,10 +363,11 @@ def main() -> None:
                 )
         permission[label] = entry
     results["permission"] = permission
+    next_messages(results, owner, auto_team, options, repeat=repeat)
     measures = [*results["bridge"].values(), *results["bare"].values(), *permission.values()]
     results["all_finished"] = all(
         m["statuses"] == ["finished"] for m in measures if isinstance(m, dict)
-    )
+    ) and all(m["statuses"] == ["finished"] for m in results["next_message"].values())
 
     for side in ("bridge", "bare"):
         print(f"\n{side}: medians of {repeat} turns, ms: whole turn / prompt -> agent exited")
@@ -287,6 +386,24 @@ def main() -> None:
         print(f"  {label:<7} median {entry['median_ms']:.1f}, p95 {entry['p95_ms']:.1f} "
               f"({entry['requests']} requests; {entry['statuses']}){extra}")  # fmt: skip
     common.write_results(options.json, results)
+
+
+def next_messages(results: dict, owner: Any, team: Any, options: Any, *, repeat: int) -> None:
+    """Warm vs cold, per agent, into `results["next_message"]`, and printed."""
+    from teams.policies import policy_update
+
+    measured = {PROFILE: next_message(owner, team, repeat=repeat)}
+    if options.claude:
+        policy_update(by=owner, team=team, network="host")
+        measured[CLAUDE] = next_message(
+            owner, team, repeat=repeat, profile=CLAUDE, prompt=CLAUDE_PROMPT
+        )
+    results["next_message"] = measured
+    print("\nmessage -> the agent's first update in the log (its first tool call), ms")
+    for agent, entry in measured.items():
+        for kind in ("warm", "cold"):
+            print(f"  {agent:<10} {kind:<5} median {entry[kind]['median_ms']:8.1f}  "
+                  f"{entry[kind]['runs_ms']} {entry['statuses']}")  # fmt: skip
 
 
 if __name__ == "__main__":
