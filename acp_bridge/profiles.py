@@ -35,8 +35,9 @@ TEAM_READONLY_SETTING = "CANVAS_ACP_TEAM_READONLY_PATHS"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 """Like a model profile name, without '/' and ':': the name is a URL segment
 (/api/teams/{id}/acp-agents/{name}) and follows 'acp:' in a policy's allowed_agent_kinds."""
-COMMAND = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9_.+-]*|/[A-Za-z0-9_.+/-]+)$")
-"""A bare program name (found on the worker's PATH) or an absolute path; never a shell line."""
+COMMAND = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9_.+-]*|/[A-Za-z0-9_.+@/-]+)$")
+"""A bare program name (found on the worker's PATH) or an absolute path; never a shell line.
+A path may hold '@': npm's scoped packages (node_modules/@scope/name-linux-x64/bin/...)."""
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 SECRET_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
 """teams.secrets' own rule, repeated so this module stays free of the ORM."""

@@ -19,13 +19,17 @@ in the sandbox's system PATH and in the site's read-only paths (each, and its bi
 a PATH entry a team wrote; an absolute path must lie, as written and once resolved, in that
 view. A directory, a file in the workspace or anything else the sandbox does not show is
 refused with CommandRefused. The caller then runs that path, so a team's PATH (still set as
-the process's environment) cannot pick a file an agent planted in the workspace.
+the process's environment) cannot pick a file an agent planted in the workspace. A script
+whose `#!` interpreter the sandbox does not show (`#!/usr/bin/env node` with node installed
+outside /usr, say) is refused too, naming where to show it: otherwise bwrap's only word would
+be "execvp ...: No such file or directory" for a file that exists.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -136,20 +140,32 @@ def _runnable(path: str) -> bool:
     return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
-def command_in_view(command: str, *, readonly: Sequence[str | os.PathLike[str]] = ()) -> str:
+SHOW_IT = (
+    f"show its installation read-only: the profile's `readonly` (for a team's profile, inside "
+    f"the site's CANVAS_ACP_TEAM_READONLY_PATHS) or the site's {SITE_SETTING}"
+)
+
+
+def command_in_view(
+    command: str, *, readonly: Sequence[str | os.PathLike[str]] = (), path: str | None = None
+) -> str:
     """The absolute path `command` runs as in a sandbox that shows `readonly` besides the
-    system dirs and the site's read-only paths. Raises CommandRefused, naming the command."""
+    system dirs and the site's read-only paths; `path`: the PATH the command gets inside,
+    where a `#!/usr/bin/env NAME` script finds NAME. Raises CommandRefused, naming the
+    command and, when it exists but lies outside the view, how to show it."""
     roots = view_roots(readonly)
     if os.path.isabs(command):
         if os.path.isdir(command):
             raise CommandRefused(f"the command {command!r} is a directory, not a program")
         if not _in_view(command, roots):
+            where = "it exists on this worker, but" if os.path.exists(command) else "it"
             raise CommandRefused(
-                f"the command {command!r} is not in what the sandbox shows (/usr, /bin, /lib* "
-                f"and the site's {SITE_SETTING}): a site administrator can add its installation"
+                f"the command {command!r} is not in what the sandbox shows: {where} lies "
+                f"outside /usr, /bin, /lib* and the read-only paths; {SHOW_IT}"
             )
         if not _runnable(command):
             raise CommandRefused(f"the command {command!r} is not an executable file")
+        _interpreter_check(command, roots, path)
         return os.path.normpath(command)
     if not command or "/" in command or command in (".", ".."):
         raise CommandRefused(f"the command {command!r} is neither a program name nor a path")
@@ -159,9 +175,53 @@ def command_in_view(command: str, *, readonly: Sequence[str | os.PathLike[str]] 
     for directory in dict.fromkeys(dirs):
         candidate = os.path.join(directory, command)
         if _runnable(candidate) and _in_view(candidate, roots):
+            _interpreter_check(candidate, roots, path)
             return candidate
     raise CommandRefused(
         f"the command {command!r} is not found in the sandbox's system PATH or the site's "
         f"{SITE_SETTING} (a PATH in the configuration is not searched: name the program by "
         "its absolute path, or ask a site administrator to add its installation)"
+    )
+
+
+def _shebang(path: str) -> list[str]:
+    """A script's `#!` line split into words (empty for a binary or an unreadable file)."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(256)
+    except OSError:
+        return []
+    if not head.startswith(b"#!"):
+        return []
+    return head[2:].split(b"\n", 1)[0].decode(errors="replace").split()
+
+
+def _interpreter_check(command: str, roots: Sequence[str], path: str | None) -> None:
+    """CommandRefused when `command` is a script whose interpreter the sandbox cannot run:
+    an absolute one outside the view, or `env NAME` with no NAME in the view on `path` (not
+    judged when the caller does not know the PATH inside)."""
+    words = _shebang(command)
+    if not words:
+        return
+    interpreter, rest = words[0], words[1:]
+    if os.path.basename(interpreter) != "env":
+        if not (_runnable(interpreter) and _in_view(interpreter, roots)):
+            raise CommandRefused(
+                f"the command {command!r} is a script run by {interpreter} (its #! line), which "
+                f"the sandbox does not show; {SHOW_IT}"
+            )
+        return
+    name = next((word for word in rest if not word.startswith("-") and "=" not in word), None)
+    if name is None or "/" in name or path is None:
+        return
+    for directory in path.split(os.pathsep):
+        candidate = os.path.join(directory, name)
+        if os.path.isabs(directory) and _runnable(candidate) and _in_view(candidate, roots):
+            return
+    host = shutil.which(name)
+    found = f"; on this worker it is {host}" if host else ""
+    raise CommandRefused(
+        f"the command {command!r} is a script run by {name} (#!{' '.join(words)}), which is not "
+        f"on its PATH in the sandbox ({path}){found}; {SHOW_IT}, and put its folder on the "
+        "profile's PATH"
     )

@@ -19,6 +19,13 @@ from acp_bridge.profiles import AcpProfile, SecretRef
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
+def agent_path(profile: AcpProfile) -> str:
+    """The PATH the agent gets in the sandbox: the profile's, else DEFAULT_PATH (where a
+    `#!/usr/bin/env node` agent finds node)."""
+    path = profile.env.get("PATH")
+    return path if isinstance(path, str) else DEFAULT_PATH
+
+
 @dataclass(frozen=True)
 class AgentEnvironment:
     env: dict[str, str] = field(default_factory=dict, repr=False)

@@ -31,6 +31,7 @@ from workspaces.sandbox import Network, effective_network
 from workspaces.spec import spec_of
 
 from ..workspace import workspace_of
+from .environment import agent_path
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def agent_place(
         except AcpProfileValueError as exc:
             return PlaceChoice(error=f"The agent profile {profile.name!r}: {exc}")
         try:
-            command = command_in_view(profile.command, readonly=readonly)
+            command = command_in_view(profile.command, readonly=readonly, path=agent_path(profile))
         except CommandRefused as exc:
             return PlaceChoice(error=f"The agent profile {profile.name!r}: {exc}.")
         return PlaceChoice(
