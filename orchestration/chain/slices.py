@@ -35,7 +35,7 @@ from ..tasks import slice_time_limits
 from .dispatch import acp_time_limits
 from .heartbeat import Heartbeat
 from .lease import lease_claim, release
-from .transient import TRANSIENT_FAULTS, retry_transient
+from .transient import TRANSIENT_FAULTS, close_broken, retry_transient
 from .workers import draining
 
 logger = logging.getLogger(__name__)
@@ -69,8 +69,10 @@ def run_slice(
     going to the back of the queue. Each next slice is recorded and claimed like any other
     (a new slice id, a fresh lease): duplicate deliveries and the sweeper see one protocol.
 
-    Transient database and broker faults are retried briefly (orchestration.chain.transient); a
-    slice they interrupt hands the run over instead of failing it, and a hand-over that still
+    Transient database and broker faults are retried briefly (orchestration.chain.transient),
+    the agent's appends under the lease on a fresh connection for up to half the lease
+    (lease_writes: a finished command's result is not lost to one dropped connection); a slice
+    they still interrupt hands the run over instead of failing it, and a hand-over that still
     cannot be saved or sent is left for the sweeper. Returns the seconds to wait before
     retrying `slice_id`, or None when done."""
     close_old_connections()
@@ -111,10 +113,12 @@ def _run_claimed(conversation_id: str, token: str, llm: LLMClient | None) -> boo
     except store.StaleLeaseError:
         return False
     except TRANSIENT_FAULTS:
-        # Postgres or Redis went away mid-slice: not the run's fault. The next slice answers
-        # any action left without a result (the agent's recovery).
+        # Postgres or Redis went away mid-slice and stayed away past the appends' retry, or a
+        # read met the fault: not the run's fault. The next slice answers any action left
+        # without a result (the agent's recovery).
         logger.warning("slice of conversation %s hit a transient fault", conversation_id,
                        exc_info=True)  # fmt: skip
+        close_broken()  # the hand-over starts on a fresh connection
         return False
     except SoftTimeLimitExceeded:
         logger.warning("slice of conversation %s reached the task's soft time limit",
