@@ -257,7 +257,7 @@ class Translator:
         return events
 
     def _action(self, call: _ToolCall, *, options: list[PermissionChoice] = ()) -> ActionEvent:
-        arguments = json.dumps(call.raw_input if call.raw_input is not None else {}, default=str)
+        arguments = json.dumps(_input_of(call.raw_input), default=str)
         return ActionEvent(
             tool_call_id=call.tool_call_id,
             tool=str(call.kind or "other"),
@@ -324,6 +324,20 @@ def _text_of(block: Any) -> str:
         return f"[{getattr(block, 'name', None) or uri}]({uri})"
     kind = getattr(block, "type", "content")
     return f"[{kind}]"
+
+
+def _input_of(raw: Any) -> Any:
+    """A tool call's rawInput as the action's arguments: an object, also when an agent sends
+    it as JSON text (Gemini's "{}"); {} when there is none."""
+    if raw is None:
+        return {}
+    if isinstance(raw, str):
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            return raw
+        return parsed if isinstance(parsed, dict) else raw
+    return raw
 
 
 OUTPUT_KEYS = ("aggregated_output", "formatted_output", "output")

@@ -116,7 +116,8 @@ def _pending(events: list[tuple[int, AnyEvent]]) -> list[PendingAction]:
             seq=seq,
             tool_call_id=action.tool_call_id,
             tool=action.tool,
-            arguments=action.parsed_arguments.as_object or action.arguments,
+            # {} is an object too (Gemini asks with no arguments): only non-objects as text.
+            arguments=_object_or_text(action),
             risk=action.risk or "MEDIUM",
             rules=[(rule, rule_explanation(rule)) for rule in action.risk_rules],
             thought=action.thought,
@@ -127,6 +128,11 @@ def _pending(events: list[tuple[int, AnyEvent]]) -> list[PendingAction]:
         )
         for seq, action in pending_in(events)
     ]
+
+
+def _object_or_text(action: ActionEvent) -> dict[str, Any] | str:
+    parsed = action.parsed_arguments.as_object
+    return parsed if parsed is not None else action.arguments
 
 
 def _name(by) -> str:
