@@ -1,7 +1,7 @@
 """Warm agents and real resume (issue 28), against the fixture agent in its sandbox, turns
 driven in this process: the agent a turn leaves in the pool answers the next message (same
 process, same session), goes when idle past its profile's limit, when it failed, when its
-launch changed or its conversation was archived; once it is gone (a worker restart) the next
+launch changed, past the count limit, or when its conversation was archived or deleted; once it is gone (a worker restart) the next
 turn loads the session from the home kept across turns. And what an external agent writes
 shows in the Changes API, against the baseline its first turn took."""
 
@@ -152,3 +152,19 @@ def test_the_changes_api_shows_what_the_agent_wrote(user, api, dispatched):
     assert [(f["path"], f["status"]) for f in body["files"]] == [
         ("copy.txt", "added"), ("notes/made.txt", "added"),
     ]  # fmt: skip
+
+
+def test_past_the_count_limit_the_oldest_goes_and_so_does_a_deleted_ones(
+    user, dispatched, monkeypatch, django_capture_on_commit_callbacks
+):
+    from orchestration.erase import conversation_delete
+
+    monkeypatch.setattr(pool, "MAX_KEPT", 1)
+    older, newer = start(user, "echo"), start(user, "echo")
+    drive(dispatched)
+    assert pool.kept_count() == 1 and pool.kept_agent(str(older.pk)) is None
+    pid = pool.kept_agent(str(newer.pk)).agent.pid
+    with django_capture_on_commit_callbacks(execute=True):
+        conversation_delete(conversation_id=newer.pk, by=user)
+    assert pool.close_closed() == 1
+    assert not _alive(pid) and pool.kept_count() == 0
