@@ -2,7 +2,8 @@
 
 Every worker process (the Celery worker's main process, or the embedded worker's server)
 upserts its host's `WorkerHost` row every `CANVAS_WORKER_HEARTBEAT_SECONDS` from a daemon
-thread: one statement per few seconds per process. A warm shutdown first sets `draining`, so
+thread: one statement per few seconds per process (a failed one is tried again within a
+second, so a host is heard of as soon as the database is back). A warm shutdown first sets `draining`, so
 running slices stop at their next step boundary and hand over (runner.SliceRunner.run), then
 marks the host stopped once the pool has finished. A host is alive while it announced itself
 within three heartbeat periods and has not stopped; runs pinned to a host gone for longer than
@@ -116,6 +117,10 @@ def host_depart(*, host: str) -> None:
     WorkerHost.objects.filter(host=host).update(stopped_at=now, last_seen=now)
 
 
+RETRY_SECONDS = 1.0
+"""How soon a heartbeat that failed is tried again."""
+
+
 class Presence:
     """The heartbeat thread of one worker process."""
 
@@ -123,6 +128,7 @@ class Presence:
         self.host = settings.CANVAS_WORKER_HOST
         self.queues = queues
         self._stop = threading.Event()
+        self._failing = False
         self._thread = threading.Thread(target=self._run, name="worker-presence", daemon=True)
 
     def start(self) -> Presence:
@@ -131,18 +137,27 @@ class Presence:
         return self
 
     def _run(self) -> None:
+        period = settings.CANVAS_WORKER_HEARTBEAT_SECONDS
+        wait = min(period, RETRY_SECONDS) if self._failing else period
         try:
-            while not self._stop.wait(settings.CANVAS_WORKER_HEARTBEAT_SECONDS):
-                self._beat()
+            while not self._stop.wait(wait):
+                # After a failed beat (the database is away), try again within a second: the
+                # host is heard of again as soon as the database is back, not a period later.
+                wait = period if self._beat() else min(period, RETRY_SECONDS)
         finally:
             connection.close()
 
-    def _beat(self, started_at: datetime | None = None) -> None:
+    def _beat(self, started_at: datetime | None = None) -> bool:
         try:
             host_announce(host=self.host, queues=self.queues, started_at=started_at)
-        except Exception:  # a database blip must not end the heartbeat: retry next period
-            logger.warning("worker heartbeat for %s failed", self.host, exc_info=True)
+            self._failing = False
+            return True
+        except Exception:  # a database blip must not end the heartbeat
+            if not self._failing:  # once per outage, not once a second
+                logger.warning("worker heartbeat for %s failed", self.host, exc_info=True)
+            self._failing = True
             connection.close()
+            return False
 
     def stop(self) -> None:
         """Stop beating and mark the host gone. Call after the pool has finished its slices."""

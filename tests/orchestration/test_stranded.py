@@ -19,6 +19,7 @@ from orchestration.chain.steady import fresh_grace, sweep_mark
 from orchestration.chain.stranded import HOST_GONE, sweep_stranded_runs
 from orchestration.chain.workers import host_announce, hosts_answering
 from orchestration.models import SweepMark, WorkerHost
+from tests.conftest import wait_for
 from tests.faults.services import free_port
 from tests.hosts import database_steady_for, pings_answered_by
 from tests.runs import script
@@ -211,3 +212,28 @@ def test_a_host_that_shut_down_or_never_announced_itself_is_named_so(user, monke
     }  # fmt: skip
     assert "'stopped'" in messages[stopped] and "shut down at" in messages[stopped]
     assert "has not announced itself since it was first looked for at" in messages[never]
+
+
+# --- the heartbeat after an outage -------------------------------------------------------------
+
+
+def test_a_heartbeat_that_failed_is_tried_again_within_a_second(settings, monkeypatch):
+    import orchestration.chain.workers as workers
+
+    settings.CANVAS_WORKER_HEARTBEAT_SECONDS = 3
+    beats: list[float] = []
+
+    def announce(**_) -> None:
+        beats.append(time.monotonic())
+        if len(beats) <= 2:  # the database is away for the first two
+            raise workers.connection.Database.OperationalError("the database is away")
+
+    monkeypatch.setattr(workers, "host_announce", announce)
+    presence = workers.Presence(["celery"]).start()
+    try:
+        wait_for(lambda: len(beats) >= 4, 10, message="four heartbeats")
+    finally:
+        presence.stop()
+    gaps = [b - a for a, b in zip(beats, beats[1:], strict=False)]
+    assert gaps[0] < 2 and gaps[1] < 2  # retried within a second, not the 3 s period
+    assert gaps[2] > 2.5  # back to the period once a beat got through
