@@ -126,6 +126,8 @@ class ConversationPageConsumer(EventRelayConsumer):
     """/ws/ui/conversations/{id}/ — HTML fragments, resumed by the page's last seq."""
 
     can_act = False
+    external = False
+    """An external agent's conversation: Interrupt stops it while it waits for a person."""
     header_due = False
     """The records sent since the last header frame changed the stats or the status."""
     status_sent: str | None = None
@@ -149,6 +151,9 @@ class ConversationPageConsumer(EventRelayConsumer):
         if not await self.authorize():
             return
         self.can_act = await self._allowed(Action.ACT)
+        self.external = (
+            await Conversation.objects.filter(pk=self.conversation_id).exclude(agent="").aexists()
+        )
         await self.accept()
         # Subscribe now; hints are ignored (last_seq is None) until the page says where it is.
         await self.channel_layer.group_add(self.group, self.channel_name)
@@ -166,7 +171,10 @@ class ConversationPageConsumer(EventRelayConsumer):
         self.start_safety_poll()
 
     def _context(self) -> dict[str, Any]:
-        return {"conversation_id": self.conversation_id, "can_act": self.can_act, "oob": True}
+        return {
+            "conversation_id": self.conversation_id, "can_act": self.can_act, "oob": True,
+            "external": self.external,
+        }  # fmt: skip
 
     async def send_records(self, records: list[dict[str, Any]]) -> None:
         context = self._context()

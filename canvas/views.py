@@ -77,6 +77,7 @@ def _header_context(conversation: Conversation, *, status: str, can_act: bool) -
         "status_label": status_label(status),
         "can_act": can_act,
         "closed_at": conversation.closed_at,
+        "external": bool(conversation.agent),
     }
 
 
