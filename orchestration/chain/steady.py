@@ -2,10 +2,11 @@
 
 A host's silence means something only while its workers could write: during a database
 outage every host falls silent together, and right after one a live host needs up to a
-heartbeat period to write again. So each sweep records itself in the one `SweepMark` row
-(the database's clock, so sweepers on other machines and a restarted sweeper agree), and a
-sweep that finds the previous one further back than `sweep_gap()` restarts the steady period:
-the database was unreachable, or no sweeper ran, meanwhile. Hosts are judged only once the
+heartbeat period to write again. So each sweep that has hosts to judge records itself in the
+one `SweepMark` row (the database's clock, so sweepers on other machines and a restarted
+sweeper agree), and a sweep that finds the previous one further back than `sweep_gap()`
+restarts the steady period: the database was unreachable, no sweeper ran, or there was
+nothing to judge meanwhile (not knowing which, it waits). Hosts are judged only once the
 period has lasted `fresh_grace()` (orchestration/chain/stranded.py).
 """
 
