@@ -80,12 +80,14 @@ def test_a_command_s_output_is_recorded_once_when_its_connection_dropped_meanwhi
 
     runner = threading.Thread(target=run)
     runner.start()
-    wait_for(lambda: (workspace / "side").exists(), 30, 0.02, message="the command to start")
+    # A deadline, not a measure: the session's first model call imports LiteLLM (30 s and
+    # more on a loaded machine).
+    wait_for(lambda: (workspace / "side").exists(), 120, 0.02, message="the command to start")
     # Between the command's start and its result's append: the slice's connection (and the
     # lease keeper's) dropped, the database itself up.
     assert terminate_other_backends() >= 1
     (workspace / "go").touch()
-    runner.join(30)
+    runner.join(60)
     assert not runner.is_alive()
     drive(dispatched)
     assert Conversation.objects.get(pk=conversation.pk).status == "finished"
