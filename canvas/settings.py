@@ -196,13 +196,14 @@ CELERY_TASK_TIME_LIMIT = 90
 # runs slices on threads: a waiting slice costs a thread, not a process (prefork's default of
 # one process per core ran 2 conversations at once on 2 cores). Each thread keeps one database
 # connection while it works; run one worker process per core for CPU (docs/deploy.md).
-# `-P` on the command line wins over CANVAS_WORKER_POOL (canvas/worker_command.py). The 32
-# slots are threads' default; another pool keeps Celery's, one process per core (32 prefork
-# processes, each loading LiteLLM, were not ready after 4 minutes on a busy 2-core machine).
+# `-P` on the command line wins over CANVAS_WORKER_POOL, and the default slots follow the
+# pool: 32 threads, or one process per core (canvas/worker_command.py).
+from canvas.worker_command import default_slots  # noqa: E402 - pure
+
 CELERY_WORKER_POOL = os.environ.get("CANVAS_WORKER_POOL", "threads")
-CELERY_WORKER_CONCURRENCY = int(
-    os.environ.get("CANVAS_WORKER_CONCURRENCY") or (32 if CELERY_WORKER_POOL == "threads" else 0)
-) or None
+CELERY_WORKER_CONCURRENCY = int(os.environ.get("CANVAS_WORKER_CONCURRENCY") or 0) or default_slots(
+    CELERY_WORKER_POOL
+)
 
 # --- The agent runtime ----------------------------------------------------------------------
 CANVAS_WORKSPACES_ROOT = Path(os.environ.get("CANVAS_WORKSPACES_ROOT", VAR_DIR / "workspaces"))
