@@ -6,11 +6,14 @@ whenever a keeper thread lets go. `max_size` is the most connections the process
 a thread that finds them all lent waits up to `timeout` (then OperationalError: a 503 on the
 web, a transient fault a slice hands over on).
 
-Pure: settings import it, so it imports nothing of Django's or the apps'.
+Settings import it, so it imports nothing of Django's or the apps' (it registers one fork
+hook, below).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 KEEPER_THREADS = 3
@@ -53,3 +56,21 @@ def pool_options(max_size: int, timeout: float) -> dict[str, Any]:
         "timeout": timeout,
         "reset": reset_session,
     }
+
+
+_inherited: list[Any] = []
+"""Pools a forked child found: kept referenced so no finalizer touches the parent's sockets."""
+
+
+def _forget_inherited_pools() -> None:
+    """In a forked child (Celery's prefork pool): the parent's pool has no threads here and
+    shares the parent's sockets, so it is put aside, never used or closed (closing would end
+    the parent's sessions); the child's first query builds a pool of its own."""
+    backend = sys.modules.get("django.db.backends.postgresql.base")
+    if backend is not None:
+        pools = backend.DatabaseWrapper._connection_pools
+        _inherited.extend(pools.values())
+        pools.clear()
+
+
+os.register_at_fork(after_in_child=_forget_inherited_pools)
