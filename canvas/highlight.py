@@ -1,16 +1,20 @@
-"""Syntax highlighting for the Files tab: Pygments on the server, CSS classes only (the page's
-Content-Security-Policy allows no inline styles; the colours are in static/canvas/pygments.css,
-made by `HtmlFormatter().get_style_defs(".highlight")`)."""
+"""Syntax highlighting for the Files tab and for code blocks in Markdown messages: Pygments on
+the server, CSS classes only (the page's Content-Security-Policy allows no inline styles; the
+colours are in static/canvas/pygments.css, made by `HtmlFormatter().get_style_defs(".highlight")`)."""
 
 from __future__ import annotations
 
 from django.utils.safestring import SafeString, mark_safe
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
-from pygments.lexers import TextLexer, get_lexer_for_filename
+from pygments.lexers import TextLexer, get_lexer_by_name, get_lexer_for_filename
+from pygments.token import STANDARD_TYPES
 from pygments.util import ClassNotFound
 
 _FORMATTER = HtmlFormatter(cssclass="highlight", nowrap=False)
+_SPANS = HtmlFormatter(nowrap=True)
+TOKEN_CLASSES = frozenset(c for c in STANDARD_TYPES.values() if c)
+"""Every class the formatters put on a token's span."""
 MAX_HIGHLIGHT_CHARS = 200_000
 """Longer files are shown as plain text: colouring them would hold the request for seconds."""
 
@@ -25,3 +29,17 @@ def highlighted(path: str, text: str) -> SafeString:
     except ClassNotFound:
         lexer = TextLexer(stripnl=False, ensurenl=False)
     return mark_safe(highlight(text, lexer, _FORMATTER))  # noqa: S308 - escaped by Pygments
+
+
+def highlighted_block(language: str, text: str) -> str:
+    """A fenced code block in `language` (a Pygments alias: "python", "sh", ...) as
+    `<pre class="highlight"><code>` with token spans; "" when no lexer has that name or the
+    block is too long, and the Markdown renderer escapes it as plain code instead. Pygments
+    escapes the text."""
+    if not language or len(text) > MAX_HIGHLIGHT_CHARS:
+        return ""
+    try:
+        lexer = get_lexer_by_name(language, stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return ""
+    return f'<pre class="highlight"><code>{highlight(text, lexer, _SPANS)}</code></pre>'
