@@ -20,6 +20,7 @@ from conversations.events import (
     KNOWN_TYPES,
     AcpStateEvent,
     ActionEvent,
+    ActionStartedEvent,
     AnyEvent,
     ObservationEvent,
     PermissionChoice,
@@ -97,6 +98,15 @@ class EventRow:
     """An external agent's file changes reported with a tool result."""
     context_label: str = ""
     """An acp.state's context use in a few characters: "12k/200k"."""
+    answer: str | None = None
+    """A `finish` call's message: the run's final answer, shown once as Markdown."""
+    echo: bool = False
+    """A `finish` call's result: the answer again, so not shown under it."""
+    quiet: bool = False
+    """Said by a neighbouring row (an approval's status changes, the approved call's start):
+    kept in #events, hidden, so every seq is still there."""
+    running: bool = False
+    """A held call that was approved and has started (set by canvas.stream.stream_rows)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +182,15 @@ def call_key(tool_call_id: str) -> str:
     return "h-" + hashlib.sha256(tool_call_id.encode()).hexdigest()[:24]
 
 
+FINISH = "finish"
+
+
+def _quiet_status(event: StatusChangeEvent) -> bool:
+    """An approval's own status changes: the held call's card and the decision's row say it."""
+    waiting = Status.WAITING_FOR_CONFIRMATION
+    return event.status == waiting or (event.status == Status.RUNNING and event.previous == waiting)
+
+
 def event_row(seq: int, event: AnyEvent) -> EventRow:
     if isinstance(event, ObservationEvent):
         return EventRow(
@@ -182,6 +201,7 @@ def event_row(seq: int, event: AnyEvent) -> EventRow:
             output=clip_output(event.content),
             diffs=diff_views(event),
             hidden_diffs=max(len(event.diffs) - MAX_DIFF_FILES, 0),
+            echo=event.tool == FINISH and not event.is_error,
         )
     if isinstance(event, UnknownEvent):
         return EventRow(seq=seq, event=event, kind="unknown", details=_pretty(event.payload))
@@ -202,6 +222,10 @@ def event_row(seq: int, event: AnyEvent) -> EventRow:
             arguments = [a for a in arguments if a.name not in edit.shown]
         if event.security_risk is not None:  # shown by the risk badge instead
             arguments = [a for a in arguments if a.name != "security_risk"]
+        answer = None
+        if parsed is not None and event.tool == FINISH and isinstance(parsed.get("message"), str):
+            answer = parsed["message"]
+            arguments = [a for a in arguments if a.name != "message"]
         return EventRow(
             seq=seq,
             event=event,
@@ -212,9 +236,19 @@ def event_row(seq: int, event: AnyEvent) -> EventRow:
             rules=rule_notes(event.risk_rules),
             call_key=call_key(event.tool_call_id),
             edit=edit,
+            answer=answer,
         )
-    if isinstance(event, StatusChangeEvent | RunFinishedEvent):
+    if isinstance(event, StatusChangeEvent):
+        return EventRow(
+            seq=seq, event=event, kind=kind, status_label=status_label(event.status),
+            quiet=_quiet_status(event),
+        )  # fmt: skip
+    if isinstance(event, RunFinishedEvent):
         return EventRow(seq=seq, event=event, kind=kind, status_label=status_label(event.status))
+    if isinstance(event, ActionStartedEvent):
+        # The call's card says it runs; the decision's row said who let it.
+        return EventRow(seq=seq, event=event, kind=kind, call_key=call_key(event.tool_call_id),
+                        quiet=True)  # fmt: skip
     if isinstance(event, AcpStateEvent):
         return EventRow(seq=seq, event=event, kind=kind, context_label=_context_label(event))
     return EventRow(seq=seq, event=event, kind=kind)

@@ -1,7 +1,8 @@
 """Fork from the conversation page: the header's Fork (at the last quiet point) and each
 event's "Fork here" (at its seq). On success the browser goes to the new conversation
 (HX-Redirect, or a plain redirect without htmx); a refusal (a cut inside a tool call, a
-sub-agent, a workspace too large) comes back next to the header's buttons with its status.
+sub-agent, a workspace too large) comes back with its status next to the button pressed: the
+header's buttons, or the event's own "Fork here" (`#fork-notice`, into the notice beside it).
 """
 
 from __future__ import annotations
@@ -35,11 +36,15 @@ def _at_seq(request: HttpRequest) -> int | None:
 @require_POST
 def conversation_fork_view(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
     source = _conversation_or_404(request, conversation_id, Action.ACT)
+    at_seq = _at_seq(request)
     try:
-        fork = conversation_fork(source=source, by=request.user, at_seq=_at_seq(request))
+        fork = conversation_fork(source=source, by=request.user, at_seq=at_seq)
     except ServiceError as exc:
         if not request.htmx:
             return _back(request, source, str(exc.detail))
+        if at_seq is not None:  # an event's "Fork here"
+            context = {"notice": exc.detail}
+            return render(request, DETAIL_TEMPLATE + "#fork-notice", context, status=exc.status)
         context = _header_context(source, status=source.status, can_act=True)
         context["notice"] = exc.detail
         return render(request, DETAIL_TEMPLATE + "#controls", context, status=exc.status)

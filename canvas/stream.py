@@ -6,6 +6,9 @@ direct child of `#events` (the page's resume protocol counts them, canvas/static
 conversation.js). Over the socket the same happens in the browser: a result's frame appends the
 marker and swaps the result into `#call-log-{key}` out of band (`#result-frame`).
 
+An approval reads as one row, its decision: the status changes around it and the approved
+call's start are quiet rows (hidden; `EventRow.quiet`), and the call's card says it runs.
+
 It also puts a run's stops in words: a pause or interrupt while calls were in flight says
 which ("Paused by ana while `sleep 3` ran; its result follows"), and a result that arrives
 after such a stop shows a line where it arrived, pointing to its card.
@@ -61,6 +64,10 @@ def stream_rows(rows: list[EventRow]) -> list[EventRow]:
                 note = f"The result of {call_words(call)} arrived: it is in the card above."
             out.append(replace(row, in_card=True, call_seq=call.seq, note=note))
             out[index] = replace(call, result=out[-1])
+        elif row.kind == "tool-started" and row.call_key in open_calls:
+            index = open_calls[row.call_key]
+            out[index] = replace(out[index], running=True)
+            out.append(row)
         elif row.kind == "status-changed" and isinstance(row.event, StatusChangeEvent):
             in_flight = [out[i] for i in open_calls.values() if not _held(out[i])]
             note = stop_note(row.event, in_flight)
@@ -73,8 +80,10 @@ def stream_rows(rows: list[EventRow]) -> list[EventRow]:
 
 
 def _held(row: EventRow) -> bool:
-    """A call waiting for a person's decision is not running."""
-    return isinstance(row.event, ActionEvent) and row.event.requires_confirmation
+    """A call waiting for a person's decision is not running (until it is approved and starts)."""
+    return (
+        isinstance(row.event, ActionEvent) and row.event.requires_confirmation and not row.running
+    )
 
 
 def calls_in_flight(rows: list[EventRow]) -> list[EventRow]:

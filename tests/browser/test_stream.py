@@ -12,7 +12,12 @@ import json
 import pytest
 
 from tests.browser import test_live_run as live
-from tests.browser.test_live_run import assert_complete_log, start_conversation, wait_for_status
+from tests.browser.test_live_run import (
+    assert_complete_log,
+    shown_seqs,
+    start_conversation,
+    wait_for_status,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -170,3 +175,61 @@ def test_a_pause_while_a_command_runs_reads_in_order(page, tmp_path_factory):
     assert page.locator(".event-status-changed .stop-note").inner_text() == expected
     assert "arrived: it is in the card above" in late.inner_text()
     assert card.locator(".call-log .tool-result", has_text="late-result").count() == 1
+
+
+AT_BOTTOM = "() => innerHeight + scrollY >= document.documentElement.scrollHeight - 4"
+ANSWER = "**Shipped**: 8 steps ran.\n\n<script>window.__xss = 'answer'</script>"
+
+
+def test_the_tail_is_followed_until_the_reader_scrolls_up_then_offered(page):
+    steps = [
+        {"tool": "terminal", "args": {"command": f"sleep 0.3; seq 1 20; echo step-{i}"}}
+        for i in range(1, 9)
+    ]
+    finish = {"tool": "finish", "args": {"message": ANSWER}}
+    start_conversation(page, json.dumps({"script": [*steps, finish]}), "scripted")
+    jump = page.locator("#jump-latest")
+
+    # At the bottom the page follows what arrives (taller than the window by now).
+    page.locator(".output", has_text="step-3").wait_for(timeout=60_000)
+    page.wait_for_function(AT_BOTTOM)
+    assert page.evaluate("document.documentElement.scrollHeight") > 900 and jump.is_hidden()
+
+    # Scrolled up, the reader stays where they are and is told what arrived below.
+    page.evaluate("window.scrollTo(0, 0)")
+    jump.wait_for(state="visible", timeout=15_000)
+    page.wait_for_function(
+        "() => /^([2-9]|\\d\\d+) new events, jump to latest$/"
+        ".test(document.getElementById('jump-latest').textContent)"
+    )
+    assert page.evaluate("scrollY") == 0
+    box = jump.bounding_box()
+    assert box["y"] > 0 and box["y"] + box["height"] <= 900  # near the bottom, in view
+
+    # The button goes to the tail, and the page follows again.
+    jump.click()
+    page.wait_for_function(AT_BOTTOM)
+    assert jump.is_hidden()
+    arrived = len(shown_seqs(page))
+    page.wait_for_function(
+        "n => document.querySelectorAll('#events > [data-seq]').length > n + 1", arg=arrived
+    )
+    page.wait_for_function(AT_BOTTOM)
+    assert jump.is_hidden()
+
+    # The final answer: once, as Markdown, the model's HTML inert, copyable.
+    wait_for_status(page, "finished")
+    assert_complete_log(page)
+    answer = page.locator("#events .final-answer")
+    assert answer.count() == 1
+    assert answer.locator(".markdown strong").inner_text() == "Shipped"
+    assert "<script>" in answer.locator(".markdown").inner_text()
+    assert page.evaluate("window.__xss") is None
+    others = page.locator("#events > .event:not(.event-message-user):not(.final-answer)")
+    assert others.filter(has_text="Shipped").count() == 0  # not its result, not an argument
+    assert answer.locator(".tool-result, pre.output, .arguments").count() == 0
+    answer.locator("button.copy-answer").click()
+    page.wait_for_function(
+        "() => document.querySelector('#events .final-answer .copy-answer').textContent"
+        " === 'Copied'"
+    )

@@ -47,15 +47,50 @@ def test_fork_here_goes_to_the_new_conversation(user, finished):
     assert fork.forked_from_id == finished.pk
 
 
-def test_a_refused_fork_is_shown_by_the_buttons(user, finished):
+def test_a_refused_fork_here_is_shown_beside_its_button(user, finished):
     client = Client()
     client.force_login(user)
     inside = next(s.seq for s in store.load(finished.pk) if isinstance(s.event, ActionEvent))
     answer = client.post(f"/conversations/{finished.pk}/fork", {"at_seq": str(inside)},
                          headers={"HX-Request": "true"})  # fmt: skip
     assert answer.status_code == 400
-    assert "fork at event" in answer.content.decode() and 'id="controls"' in answer.content.decode()
+    html = answer.content.decode()
+    # Only the notice, for the empty one beside the button (not the header's controls).
+    assert html.startswith('<span class="notice" role="alert">') and "fork at event" in html
+    assert 'id="controls"' not in html
     assert Conversation.objects.count() == 1
+
+
+def test_fork_here_on_a_call_card_cuts_after_its_result(user, finished):
+    client = Client()
+    client.force_login(user)
+    page = client.get(f"/conversations/{finished.pk}/").content.decode()
+    events = list(store.load(finished.pk))
+    call = next(s for s in events if isinstance(s.event, ActionEvent))
+    result = next(s for s in events if getattr(s.event, "tool_call_id", None) == call.event.tool_call_id
+                  and s.seq > call.seq and s.event.type == "tool.result")  # fmt: skip
+    card = page[page.index(f'id="event-{call.seq}"') : page.index(f'id="event-{call.seq + 1}"')]
+    assert f'hx-vals=\'{{"at_seq": "{result.seq}"}}\'' in card
+    assert f'"at_seq": "{call.seq}"' not in card
+    answer = client.post(f"/conversations/{finished.pk}/fork", {"at_seq": str(result.seq)},
+                         headers={"HX-Request": "true"})  # fmt: skip
+    assert answer.status_code == 200 and answer["HX-Redirect"], answer.content
+
+
+def test_a_refused_header_fork_is_shown_by_the_header_buttons(user, finished, monkeypatch):
+    from canvas import fork_views
+    from common.errors import InvalidInput
+
+    def refuse(**kwargs):
+        raise InvalidInput("the workspace is too large to copy.")
+
+    monkeypatch.setattr(fork_views, "conversation_fork", refuse)
+    client = Client()
+    client.force_login(user)
+    answer = client.post(f"/conversations/{finished.pk}/fork", headers={"HX-Request": "true"})
+    assert answer.status_code == 400
+    html = answer.content.decode()
+    assert 'id="controls"' in html and "too large to copy" in html
 
 
 def test_viewers_cannot_fork(user, finished, django_user_model):

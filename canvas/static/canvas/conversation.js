@@ -3,7 +3,9 @@
 // On every (re)connect, tell the server the last event seq this page shows, so it sends
 // exactly the later ones: no gap, no duplicate. Fragments whose event is already on the page
 // are dropped (belt and braces), and a fragment that would leave a gap forces a reconnect,
-// which resumes from the last seq shown. The view follows new events while you are at the bottom.
+// which resumes from the last seq shown. The view follows new events while you are at the bottom;
+// scrolled up, it stays put and #jump-latest counts what arrived below ("3 new events, jump to
+// latest"), until a click on it, or the reader's own scroll, brings them back to the tail.
 //
 // A lost connection shows a banner that stays in view, retried within seconds (or at once with
 // "Retry now"): the extension's own backoff doubles up to a minute, and once left a page 53 s
@@ -22,6 +24,8 @@
   // Closes that say why (canvas/ws_close.py); the extension does not retry these.
   var REFUSED = { 4401: "signed out", 4403: "refused", 4404: "no access" };
   var followBottom = false;
+  var arriving = []; // the seqs of the frame being swapped in
+  var unseen = 0; // events that arrived below a reader who had scrolled up
   var latestSocket = null; // the socket the extension made last; older ones were replaced
   var socketWrapper = null;
 
@@ -65,6 +69,53 @@
     var doc = document.documentElement;
     return window.innerHeight + window.scrollY >= doc.scrollHeight - NEAR_BOTTOM_PX;
   }
+
+  function jumpButton() {
+    return document.getElementById("jump-latest");
+  }
+
+  function shownCount(seqs) {
+    // Quiet rows are hidden; a result's marker is hidden too, but its result shows in its card.
+    return seqs.filter(function (seq) {
+      var row = document.getElementById("event-" + seq);
+      return row && (!row.hidden || row.classList.contains("event-result-marker"));
+    }).length;
+  }
+
+  function countUnseen(count) {
+    var button = jumpButton();
+    if (!button || !count) {
+      return;
+    }
+    unseen += count;
+    button.textContent = unseen + (unseen === 1 ? " new event" : " new events") + ", jump to latest";
+    button.hidden = false;
+  }
+
+  function clearUnseen() {
+    unseen = 0;
+    var button = jumpButton();
+    if (button) {
+      button.hidden = true;
+    }
+  }
+
+  function toLatest() {
+    window.scrollTo(0, document.documentElement.scrollHeight);
+    clearUnseen();
+  }
+
+  document.addEventListener("click", function (evt) {
+    if (evt.target.closest && evt.target.closest("#jump-latest")) {
+      toLatest();
+    }
+  });
+
+  window.addEventListener("scroll", function () {
+    if (unseen && nearBottom()) {
+      clearUnseen(); // the reader came back down on their own
+    }
+  }, { passive: true });
 
   function setLive(text, state) {
     var indicator = document.getElementById("live-indicator");
@@ -141,6 +192,7 @@
 
   document.addEventListener("htmx:wsBeforeMessage", function (evt) {
     var seqs = seqsIn(evt.detail.message);
+    arriving = [];
     if (seqs.length) {
       var last = lastSeq();
       if (seqs.some(function (seq) { return document.getElementById("event-" + seq); })) {
@@ -153,13 +205,17 @@
         return;
       }
     }
+    arriving = seqs;
     followBottom = nearBottom();
   });
 
   document.addEventListener("htmx:wsAfterMessage", function () {
     placeToolBubbles(); // a bubble may come before its call's card: tried after every frame
     if (followBottom) {
-      window.scrollTo(0, document.documentElement.scrollHeight);
+      toLatest();
+    } else {
+      countUnseen(shownCount(arriving));
     }
+    arriving = [];
   });
 })();
