@@ -109,3 +109,13 @@ def test_readiness_names_the_part_that_is_down(settings):
     assert both_down.status_code == 503
     assert both_down.json() == {"status": "unavailable", "down": ["database", "broker"]}
     assert alive.status_code == 200  # liveness never asks either
+
+
+def test_an_unreachable_redis_is_a_broker_outage():
+    import redis
+
+    client = redis.Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=1)
+    with pytest.raises(redis.ConnectionError) as refused:
+        client.ping()
+    assert down_dependency(refused.value) == "broker"
+    assert down_dependency(RuntimeError("a bug")) is None
