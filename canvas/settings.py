@@ -127,8 +127,9 @@ if DATABASE_URL:
             conn_health_checks=True,  # a connection a restart cut is replaced, not lent
         )
     }
-    # An unreachable host fails in seconds (503, canvas/outage.py) instead of hanging.
-    DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = 5
+    # An unreachable host fails in seconds (503, canvas/outage.py) instead of hanging; a
+    # ?connect_timeout= in DATABASE_URL wins.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
     if CANVAS_DB_POOL_MAX:
         DATABASES["default"]["OPTIONS"]["pool"] = pool_options(
             CANVAS_DB_POOL_MAX, timeout=float(os.environ.get("CANVAS_DB_POOL_TIMEOUT", "5"))
