@@ -228,6 +228,10 @@ def test_the_tail_is_followed_until_the_reader_scrolls_up_then_offered(page):
     others = page.locator("#events > .event:not(.event-message-user):not(.final-answer)")
     assert others.filter(has_text="Shipped").count() == 0  # not its result, not an argument
     assert answer.locator(".tool-result, pre.output, .arguments").count() == 0
+    # Each card, drawn live, forks after its result (its own seq would be refused).
+    card = page.locator("#events > .event-tool-call").first
+    seq = int(card.get_attribute("data-seq"))
+    assert card.locator(".fork-here").get_attribute("hx-vals") == f'{{"at_seq": "{seq + 1}"}}'
     answer.locator("button.copy-answer").click()
     page.wait_for_function(
         "() => document.querySelector('#events .final-answer .copy-answer').textContent"
