@@ -40,6 +40,7 @@ from django.utils import timezone
 
 from conversations.models import Conversation
 
+from . import transient
 from .interrupts import interrupt_channel, interrupt_redis
 
 logger = logging.getLogger(__name__)
@@ -151,7 +152,8 @@ class LeaseKeeper:
                 self._renew(leases)
                 backoff = 0.05
             except (DatabaseError, InterfaceError):
-                _close_quietly()
+                # The fault that cut this connection most likely cut the pool's idle ones too.
+                transient.close_broken()
                 retry_at = time.monotonic() + backoff
                 for lease in leases:
                     lease.renew_at = retry_at
