@@ -216,6 +216,11 @@ class LocalChild:
         self._signal(signal.SIGKILL)
 
     async def release(self) -> None:
+        # Its pipes' transport closes now, on this loop: the agent's thread (and loop) may end
+        # before the last reference goes, and a transport collected then cannot close itself.
+        transport = getattr(self._proc, "_transport", None)
+        if transport is not None:
+            transport.close()
         if self._home is not None:
             await asyncio.to_thread(shutil.rmtree, self._home, True)
 
