@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -154,6 +155,7 @@ def conversation_detail(request: HttpRequest, conversation_id: uuid.UUID) -> Htt
     context = _header_context(conversation, status=status, can_act=_can_act(request, conversation))
     context |= {"rows": rows, "message_form": MessageForm(), "cards": _pending_cards(conversation)}
     context["awaited_host"] = host_awaited(status=status, worker_host=conversation.worker_host)
+    context["embedded"] = settings.EMBEDDED  # its worker is the server's own: none to start
     context["panels"] = panel_list()
     context["ancestors"] = ancestors(conversation.pk) if conversation.parent_id else []
     context |= agent_tree_context(conversation.pk)

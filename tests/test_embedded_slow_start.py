@@ -116,3 +116,19 @@ def test_the_embedded_mode_never_asks_for_a_worker_host_to_be_started(settings):
     assert "Once a worker with CANVAS_WORKER_HOST=laptop-1a2b3c runs" in gone_message(
         WorkerHost(host="laptop-1a2b3c", version="1.0", last_seen=seen - timedelta(hours=1))
     )
+
+
+@pytest.mark.django_db
+def test_the_embedded_page_waits_for_its_own_worker_not_for_one_to_be_started(
+    user, client, dispatched, settings
+):
+    from conversations.models import Conversation
+    from orchestration import services
+
+    conversation = services.conversation_create(owner=user, model="scripted", prompt=script())
+    Conversation.objects.filter(pk=conversation.pk).update(worker_host="laptop-1a2b3c")
+    client.force_login(user)
+    settings.EMBEDDED = True
+    page = client.get(f"/conversations/{conversation.pk}/").content.decode()
+    assert "Waiting for the worker built into the server (host <code>laptop-1a2b3c</code>)" in page
+    assert "not running a worker" not in page
