@@ -232,8 +232,13 @@ def test_the_tail_is_followed_until_the_reader_scrolls_up_then_offered(page):
     card = page.locator("#events > .event-tool-call").first
     seq = int(card.get_attribute("data-seq"))
     assert card.locator(".fork-here").get_attribute("hx-vals") == f'{{"at_seq": "{seq + 1}"}}'
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    answer.locator("button.copy-answer").scroll_into_view_if_needed()
+    scrolled = page.evaluate("scrollY")
     answer.locator("button.copy-answer").click()
     page.wait_for_function(
         "() => document.querySelector('#events .final-answer .copy-answer').textContent"
         " === 'Copied'"
     )
+    assert page.evaluate("navigator.clipboard.readText()") == ANSWER  # the Markdown as written
+    assert page.evaluate("scrollY") == scrolled
