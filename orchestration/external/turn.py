@@ -47,7 +47,6 @@ from conversations.redaction import redactor_for_team
 from teams.policies import policy_for_team
 from workspaces.base import WorkspaceUnavailable
 from workspaces.factory import workspace_fill
-from workspaces.sandbox import effective_network
 from workspaces.sources import SourceError
 from workspaces.spec import spec_of
 
@@ -195,9 +194,7 @@ class AcpTurn:
         request = TurnRequest(
             command=where.command, args=profile.args, env=environment.env,
             workspace=self.workspace_root, readonly=[Path(p) for p in where.readonly],
-            network=effective_network(
-                profile.network if self.policy.network == "host" else "none"
-            ),
+            network=where.network,
             prompt=prompt, replay=self._replay(prompt) if previous or self._earlier() else prompt,
             previous_session=previous, agent=profile.name, worker=worker_identity(),
             turn_timeout=float(profile.turn_timeout_seconds), default_mode=profile.default_mode,

@@ -21,7 +21,6 @@ from acp_bridge.team_profiles import acp_agent_create
 from conversations.events import AgentErrorEvent, AgentMessageEvent
 from orchestration import services
 from teams.models import AcpAgentProfile
-from teams.policies import policy_update
 from tests.acp_bridge.turns import of
 from tests.api import call
 from tests.runs import drive
@@ -153,9 +152,7 @@ def test_a_team_profile_reaches_its_model_on_loopback_only_through_the_guard(
     user, team, dispatched, settings, fake_model
 ):
     settings.CANVAS_UNSANDBOXED_COMMANDS = False
-    settings.CANVAS_SANDBOX_ALLOW_HOST_NETWORK = True  # for the policy below, not the agent
-    settings.CANVAS_ACP_TEAM_READONLY_PATHS = AGENT_VIEW
-    policy_update(by=user, team=team, network="host")
+    settings.CANVAS_ACP_TEAM_READONLY_PATHS = AGENT_VIEW  # the team's policy stays as it is
     acp_agent_create(
         by=user, team=team, name="modelled", command=sys.executable, args=[MODEL_AGENT],
         env={"MODEL_URL": fake_model}, readonly=AGENT_VIEW,
