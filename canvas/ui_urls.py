@@ -25,6 +25,7 @@ from . import (
     team_views,
     title_views,
     token_views,
+    usage_views,
     views,
 )
 
@@ -80,6 +81,8 @@ team_urls = [
     path("members/role", team_views.member_set_role, name="team-member-role"),
     path("members/remove", team_views.member_remove, name="team-member-remove"),
     path("audit/", team_views.team_audit, name="team-audit"),
+    path("usage/", usage_views.team_usage_page, name="team-usage"),
+    path("usage.csv", usage_views.team_usage_csv, name="team-usage-csv"),
     path("hooks/", hook_views.team_hooks, name="team-hooks"),
     path("hooks/add", hook_views.hook_add, name="team-hook-add"),
     path("hooks/<int:hook_id>/edit", hook_views.hook_edit, name="team-hook-edit"),

@@ -148,6 +148,7 @@ def _register_routers() -> None:
         skills,
         teams,
         tokens,
+        usage,
         workspace,  # noqa: F401 - adds its routes to the conversations router
     )
 
@@ -161,6 +162,7 @@ def _register_routers() -> None:
     api.add_router("/teams", hooks.router)
     api.add_router("/teams", automations.router)
     api.add_router("/teams", skills.router)
+    api.add_router("/teams", usage.router)
     api.add_router("/tokens", tokens.router)
     api.add_router("/invitations", invitations.router)
 
