@@ -35,11 +35,13 @@ SCRIPT = json.dumps(
              "args": {"command": "create", "path": "app.py", "file_text": "print('hi')\n"}},
             {"tool": "terminal", "args": {"command": "printf '\\033[1;31mred\\033[0m plain\\n'"}},
             {"tool": "terminal", "args": {"command": "sudo true", "security_risk": "LOW"}},
-            {"say": "Done: **all steps** ran, see `app.py`.\n\n- one\n- two"},
+            {"tool": "finish", "args": {"message": "Done: **all steps** ran, see `app.py`."
+                                        "\n\n- one\n- two\n\n```python\nprint('hi')  # ok\n```"}},
         ]
     }
 )  # fmt: skip
-"""Writes a file, prints colours, then holds `sudo true` for approval: every kind of card."""
+"""Writes a file, prints colours, then holds `sudo true` for approval, and ends with a final answer
+holding a highlighted code block: every kind of card."""
 
 
 @pytest.fixture
