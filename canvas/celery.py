@@ -7,7 +7,6 @@ import threading
 from celery import Celery
 from celery.signals import (
     celeryd_after_setup,
-    worker_process_init,
     worker_process_shutdown,
     worker_ready,
     worker_shutdown,
@@ -101,38 +100,47 @@ def _may_run_a_model(app: Celery) -> bool:
     )
 
 
-def _warm_up_in_background(app: Celery) -> None:
-    # LiteLLM costs seconds of CPU to import (and a little more on its first call): load it
-    # in the background once the worker is ready, so the first real model call does not wait
-    # for it while nothing waits for the warm-up. Then move everything imported so far out of
-    # the garbage collector's reach: full collections otherwise rescan LiteLLM's ~460k objects
-    # and cost seconds over a long run. Not in the embedded mode (the server's own process,
-    # mostly the demo model), not on an ACP-only worker, nor with CANVAS_LLM_WARM_UP=0.
+def _should_warm(app: Celery) -> bool:
+    # Not in the embedded mode (the server's own process, mostly the demo model), not on an
+    # ACP-only worker, nor with CANVAS_LLM_WARM_UP=0.
     from django.conf import settings
 
     if settings.EMBEDDED or os.environ.get("CANVAS_LLM_WARM_UP", "1") == "0":
-        return
-    if not _may_run_a_model(app):
-        return
+        return False
+    return _may_run_a_model(app)
 
-    def warm() -> None:
-        import gc
 
-        from orchestration.step.llm import warm_up
+def _warm() -> None:
+    # LiteLLM costs seconds of CPU to import (and a little more on its first call). Then move
+    # everything imported so far out of the garbage collector's reach: full collections
+    # otherwise rescan LiteLLM's ~460k objects and cost seconds over a long run (and, before
+    # a fork, would touch every shared page).
+    import gc
 
-        warm_up()
-        gc.freeze()
+    from orchestration.step.llm import warm_up
 
-    threading.Thread(target=warm, name="litellm-warm-up", daemon=True).start()
+    warm_up()
+    gc.freeze()
+
+
+def _is_prefork(pool_cls: object) -> bool:
+    return "prefork" in getattr(pool_cls, "__module__", "")
+
+
+@celeryd_after_setup.connect
+def _warm_before_forking(sender: str, instance, **_: object) -> None:
+    # A prefork pool's processes, and every one that replaces a process killed at its hard time
+    # limit, are forked from this one: warmed here once, before the pool starts, they all
+    # start warm. Warmed in each instead, a fresh process spent its first slice importing
+    # LiteLLM (more than a short time limit allows, so a revived run was killed again and
+    # again) and every process paid the import's CPU and memory again.
+    if _is_prefork(instance.pool_cls) and _should_warm(instance.app):
+        _warm()
 
 
 @worker_ready.connect
 def _warm_after_ready(sender, **_: object) -> None:
-    pool = getattr(sender.controller, "pool_cls", None)
-    if "prefork" not in getattr(pool, "__module__", ""):  # else its processes run the tasks
-        _warm_up_in_background(sender.app)
-
-
-@worker_process_init.connect
-def _warm_pool_process(**_: object) -> None:
-    _warm_up_in_background(app)
+    # A threads (or solo) pool runs tasks in this process: warm it in the background once it
+    # is ready, so the first real model call does not wait while nothing waits for the warm-up.
+    if not _is_prefork(getattr(sender.controller, "pool_cls", None)) and _should_warm(sender.app):
+        threading.Thread(target=_warm, name="litellm-warm-up", daemon=True).start()
