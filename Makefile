@@ -8,9 +8,11 @@ PORT ?= 8000
 
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/canvas
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/5
-# pytest-xdist workers: one per core, at least 2, at most 8 (each takes its own Redis database
-# from TEST_REDIS_URL's number up, and Redis has 16; tests/parallel.py). TEST_WORKERS=0: serial.
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 2 ] && n=2; [ $$n -gt 8 ] && n=8; echo $$n)
+# pytest-xdist workers: two per core (the suite waits on workers, servers and faults about a
+# third of its time, so one per core left a core idle that much; docs/testing.md), at least 2,
+# at most 8 (each takes its own Redis database from TEST_REDIS_URL's number up, and Redis has
+# 16; tests/parallel.py). TEST_WORKERS=0: serial.
+TEST_WORKERS ?= $(shell n=$$(( $$(nproc 2>/dev/null || echo 1) * 2 )); [ $$n -lt 2 ] && n=2; [ $$n -gt 8 ] && n=8; echo $$n)
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
 FAST_LANE := -m "not (browser or docker or faults or acp)"
 
