@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +27,7 @@ browser = live.browser
 context = a11y.context
 
 COST = 0.0123
+SCREENSHOT = Path("/tmp/ui-usage.png")
 PRICED_CALL = """
 from conversations import store
 from conversations.events import AgentMessageEvent, Usage
@@ -58,8 +60,9 @@ def test_todays_bar_holds_a_runs_cost_and_the_api_agrees(context, server):
     assert bar.locator("title").text_content() == f"{today['day']}: $0.0123"
     assert float(bar.get_attribute("height")) > 0
     row = page.locator(f"[data-testid=usage-days] tr[data-day='{today['day']}']")
-    cells = row.locator("td").all_text_contents()
+    cells = row.locator("td.num").all_text_contents()
     assert cells == [str(today["calls"]), str(today["tokens_in"]), str(today["tokens_out"]),
                      "$0.0123"]  # fmt: skip
     assert page.locator("[data-testid=usage-total-cost]").text_content() == "$0.0123"
+    page.screenshot(path=str(SCREENSHOT), full_page=True)
     a11y._assert_none(a11y._violations(page, "usage"))
