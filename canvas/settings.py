@@ -264,6 +264,21 @@ def _acp_agents() -> dict:
 
 
 CANVAS_ACP_AGENTS = _acp_agents()
+# What a team's own ACP profile may grant its agent (acp_bridge/profiles.py): the networks it
+# may pick ("outbound" is the public internet through the outbound guard, workspaces/egress.py;
+# "host" the host's own, loopback included) and the host folders its `readonly` paths must lie
+# in (none by default: the worker's disk holds other teams' workspaces).
+CANVAS_ACP_TEAM_NETWORKS = _env_list("CANVAS_ACP_TEAM_NETWORKS", "none,outbound")
+CANVAS_ACP_TEAM_READONLY_PATHS = _env_list("CANVAS_ACP_TEAM_READONLY_PATHS", "")
+
+
+def _check_acp_team_grants() -> None:
+    from acp_bridge.profiles import team_grants_check
+
+    team_grants_check(CANVAS_ACP_TEAM_NETWORKS, CANVAS_ACP_TEAM_READONLY_PATHS)
+
+
+_check_acp_team_grants()
 # Automations' webhooks (automations/webhooks.py): the largest body read, and signed
 # deliveries one automation accepts per minute.
 CANVAS_WEBHOOK_MAX_BYTES = int(os.environ.get("CANVAS_WEBHOOK_MAX_BYTES") or 1024 * 1024)
@@ -291,21 +306,6 @@ CANVAS_SLICE_SECONDS = float(os.environ.get("CANVAS_SLICE_SECONDS", "10"))
 CANVAS_SWEEP_SECONDS = float(os.environ.get("CANVAS_SWEEP_SECONDS", "5"))
 # A run's MCP servers stay up between its slices on a worker process for at most this long
 # without a slice (orchestration/mcp/pool.py); 0 starts them for every slice.
-# What a team's own ACP profile may grant its agent (acp_bridge/profiles.py): the networks it
-# may pick ("outbound" is the public internet through the outbound guard, workspaces/egress.py;
-# "host" the host's own, loopback included) and the host folders its `readonly` paths must lie
-# in (none by default: the worker's disk holds other teams' workspaces).
-CANVAS_ACP_TEAM_NETWORKS = _env_list("CANVAS_ACP_TEAM_NETWORKS", "none,outbound")
-CANVAS_ACP_TEAM_READONLY_PATHS = _env_list("CANVAS_ACP_TEAM_READONLY_PATHS", "")
-
-
-def _check_acp_team_grants() -> None:
-    from acp_bridge.profiles import team_grants_check
-
-    team_grants_check(CANVAS_ACP_TEAM_NETWORKS, CANVAS_ACP_TEAM_READONLY_PATHS)
-
-
-_check_acp_team_grants()
 CANVAS_MCP_KEEP_SECONDS = float(os.environ.get("CANVAS_MCP_KEEP_SECONDS", "60"))
 # How often beat fires the automations' cron schedules; a slot fires at most this late, and
 # `missed: skip` still fires one up to max(2 x this, 60 s) late (automations/schedules.py).
