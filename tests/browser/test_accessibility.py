@@ -17,6 +17,7 @@ import re
 import pytest
 from axe_playwright_python.base import AXE_SCRIPT
 
+from tests.browser import WAIT_MS
 from tests.browser import test_live_run as live
 from tests.browser.test_live_run import start_conversation, wait_for_status
 
@@ -126,7 +127,7 @@ def _open_tab(page, tab: str) -> None:
 
 def test_login_list_conversation_and_approvals(context, server):
     page = context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(WAIT_MS)
     found: list[str] = []
     page.goto("/login/")
     found += _violations(page, "login")
@@ -202,7 +203,7 @@ def _fill_team(page, team: str) -> None:
 
 def test_team_settings_pages(context, server):
     page = context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(WAIT_MS)
     _log_in(page)
     page.goto("/teams/")
     found = _violations(page, "teams")

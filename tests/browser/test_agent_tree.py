@@ -14,6 +14,7 @@ import re
 
 import pytest
 
+from tests.browser import WAIT_MS
 from tests.browser import test_accessibility as a11y
 from tests.browser import test_live_run as live
 from tests.browser.test_live_run import DETAIL_URL, start_conversation, wait_for_status
@@ -76,8 +77,8 @@ def test_the_tree_follows_the_children_and_stops_one(page):
     assert node(page, "a").get_by_role("button", name="Stop a").count() == 0
 
     # b finishes, the parent reads both results and finishes too.
-    node(page, "b").locator(".badge.status-finished").wait_for(timeout=30_000)
-    wait_for_status(page, "finished", timeout=30_000)
+    node(page, "b").locator(".badge.status-finished").wait_for(timeout=WAIT_MS)
+    wait_for_status(page, "finished", timeout=WAIT_MS)
     assert node(page, "a").locator(".badge.status-paused").count() == 1
     assert page.evaluate("window.__sameDocument") is True
     settled = page.locator(".event-subagents-settled")
@@ -98,7 +99,7 @@ def test_the_tree_and_the_breadcrumb_are_accessible(browser, server):
     )
     try:
         page = context.new_page()
-        page.set_default_timeout(30_000)
+        page.set_default_timeout(WAIT_MS)
         a11y._log_in(page)
         start_conversation(page, PARENT, "scripted")
         page.wait_for_selector("#agent-tree:not([hidden]) .agent-node >> nth=1")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from automations.signatures import sign_github
+from tests.browser import WAIT_MS
 from tests.browser import test_accessibility as a11y
 from tests.browser import test_live_run as live
 from tests.browser.test_live_run import DETAIL_URL
@@ -103,7 +104,7 @@ def test_the_automation_pages_have_no_serious_accessibility_violations(browser, 
     )
     try:
         page = context.new_page()
-        page.set_default_timeout(30_000)
+        page.set_default_timeout(WAIT_MS)
         a11y._log_in(page)
         _demo_team(page)
         _tab(page, "Automations")

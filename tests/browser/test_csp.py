@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+from tests.browser import WAIT_MS
 from tests.browser import test_live_run as live
 from tests.browser.test_live_run import start_conversation, wait_for_status
 
@@ -35,7 +36,7 @@ def csp_page(browser, server):
     context = browser.new_context(base_url=server, viewport={"width": 1200, "height": 900})
     context.add_init_script(REPORT_VIOLATIONS)
     page = context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(WAIT_MS)
     violations: list[str] = []
     errors: list[str] = []
     page.on("console", lambda m: VIOLATION.search(m.text) and violations.append(m.text))
@@ -96,4 +97,4 @@ def test_every_page_works_under_the_policy(csp_page, server):
 
     # The API docs: Swagger UI from local static files.
     visit(page, "/api/docs")
-    page.wait_for_selector("#swagger-ui .opblock", timeout=30_000)
+    page.wait_for_selector("#swagger-ui .opblock", timeout=WAIT_MS)

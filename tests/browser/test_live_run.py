@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser import WAIT_MS
+
 pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parents[2]
@@ -127,7 +129,7 @@ def browser():
 def page(browser, server):
     context = browser.new_context(base_url=server, viewport={"width": 1200, "height": 900})
     page = context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(WAIT_MS)
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.goto("/")
@@ -282,14 +284,14 @@ def test_reconnect_and_reload_resume_without_gaps_or_duplicates(page):
     wait_for_relays(page, relays, 2)
     second = relays[1]
     assert json.loads(second.sent[0]) == {"resume": max(first.received_seqs())}
-    page.wait_for_selector(".output >> text=step-4", timeout=30_000)
+    page.wait_for_selector(".output >> text=step-4", timeout=WAIT_MS)
     assert_complete_log(page)
 
     # A frame that would leave a gap is refused and the page starts over from what it shows.
     bogus = '<div hx-swap-oob="beforeend:#events"><article id="event-9999" data-seq="9999">x</article></div>'
     second.page_side.send(bogus)
     wait_for_relays(page, relays, 3)
-    page.wait_for_selector(".output >> text=step-5", timeout=30_000)
+    page.wait_for_selector(".output >> text=step-5", timeout=WAIT_MS)
     assert page.locator("#event-9999").count() == 0
     third = relays[2]
     assert third.received_seqs()[0] == json.loads(third.sent[0])["resume"] + 1

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from tests.browser import WAIT_MS
 from tests.browser import test_live_run as live
 from tests.browser.test_live_run import (
     assert_complete_log,
@@ -97,7 +98,7 @@ def test_calls_and_results_are_one_card_with_clipped_output(page, tmp_path_facto
     running = page.locator(".event-tool-call", has_text=GO)
     running.locator(".pending", has_text="Running").wait_for(timeout=60_000)
     _release(tmp_path_factory, page.locator(".workspace code").inner_text())
-    running.locator(".call-log .tool-result").wait_for(timeout=30_000)
+    running.locator(".call-log .tool-result").wait_for(timeout=WAIT_MS)
     assert running.locator(".pending:visible").count() == 0
     assert running.locator(".tool-result .exit-ok").inner_text() == "exit 0"
     wait_for_status(page, "finished")
@@ -164,7 +165,7 @@ def test_a_pause_while_a_command_runs_reads_in_order(page, tmp_path_factory):
     # The step in flight completes: its result lands in its card, and a line where it arrived
     # (after the pause) points there.
     _release(tmp_path_factory, page.locator(".workspace code").inner_text(), "paused-go")
-    card.locator(".call-log .tool-result", has_text="late-result").wait_for(timeout=30_000)
+    card.locator(".call-log .tool-result", has_text="late-result").wait_for(timeout=WAIT_MS)
     late = page.locator("#events > .event-result-marker:visible")
     late.wait_for()
     assert "The result arrived" in late.inner_text()

@@ -12,6 +12,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser import WAIT_MS
 from tests.browser import test_live_run as live
 
 pytestmark = pytest.mark.browser
@@ -245,7 +246,7 @@ def test_members_and_a_plain_member_sees_no_admin_controls(page, browser, server
 
     context = browser.new_context(base_url=server, viewport={"width": 1200, "height": 900})
     mia = context.new_page()
-    mia.set_default_timeout(30_000)
+    mia.set_default_timeout(WAIT_MS)
     mia.goto("/login/")
     mia.fill("#id_username", MEMBER)
     mia.fill("#id_password", MEMBER_PASSWORD)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser import WAIT_MS
 from tests.browser import test_accessibility as a11y
 from tests.browser import test_live_run as live
 from tests.browser.test_live_run import start_conversation, wait_for_status
@@ -38,7 +39,7 @@ store.append("{cid}", [AgentMessageEvent(text="priced", usage=Usage(
 
 def test_todays_bar_holds_a_runs_cost_and_the_api_agrees(context, server):
     page = context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(WAIT_MS)
     a11y._log_in(page)
     start_conversation(page, "Write FizzBuzz and run it.", "demo")
     wait_for_status(page, "finished")

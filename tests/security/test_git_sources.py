@@ -153,9 +153,13 @@ def test_the_clone_argv_pins_every_checked_address_and_follows_no_redirect(
         ran.append(argv)
         if "clone" in argv:
             raise subprocess.TimeoutExpired(argv, 1)  # stop here: no network in this test
-        return subprocess.CompletedProcess(argv, 0, b"git version 2.39.5\n", b"")
+        out = "git version 2.39.5\n"  # the version probe, unless an earlier test cached it
+        return subprocess.CompletedProcess(
+            argv, 0, *((out, "") if kwargs.get("text") else (out.encode(), b""))
+        )
 
     monkeypatch.setattr(sources.subprocess, "run", fake_run)
+    sources._git_version.cache_clear()  # the probe runs through fake_run in any test order
     with pytest.raises(SourceError, match="took longer"):
         _fill(tmp_path, "https://Git.Example.com/team/r.git")
     (clone,) = [argv for argv in ran if "clone" in argv]
