@@ -18,8 +18,10 @@ loading the source's. The copy ends with a status change naming the source: the 
 The workspace folder is copied when the fork is made, by handle (workspaces.fs_tree: regular
 files, folders and symlinks as links, never followed; sockets and pipes skipped; what the
 source's commands swap or remove mid-copy left out), up to CANVAS_FORK_MAX_BYTES: larger is
-refused rather than a web request copying for minutes. The shell's state and the changes baseline are the fork's
-own, from the copy. A Docker fork gets its own container over the copied folder (what the
+refused rather than a web request copying for minutes. The shell's state is the fork's own;
+the changes baseline is a copy of the source's (only the baseline repository, never its readings'
+caches), so the fork's Changes show what the source had changed at the fork point and then what
+the fork changes. A Docker fork gets its own container over the copied folder (what the
 source's container installed outside the folder is not copied).
 """
 
@@ -53,6 +55,8 @@ from conversations.events import (
 from conversations.models import Conversation
 from teams.audit import audit_record
 from teams.policies import policy_for_team
+from workspaces.baseline import BASELINE_DIR, READING_FILES
+from workspaces.factory import workspace_dirs
 from workspaces.fs_tree import TreeTooDeep, TreeTooLarge, copy_tree, tree_size
 from workspaces.paths import workspace_in_area
 from workspaces.spec import spec_of
@@ -157,6 +161,20 @@ def _copy_workspace(source: Conversation, target: Path) -> None:
         raise InvalidInput(f"the workspace cannot be copied: {exc}.") from None
 
 
+def _copy_baseline(source: Conversation, fork: Conversation) -> None:
+    """Give the fork the source's baseline, so its Changes start as the source's did at the
+    cut. The baseline lives in our state directory, out of any agent's reach, so a plain copy
+    is safe; the readings' index and stat cache are left behind (they name the source's files).
+    No baseline yet (no command ran): the fork takes its own when it first runs."""
+    source_git = workspace_dirs(str(source.pk), source.workspace_path)[1] / BASELINE_DIR
+    if not source_git.is_dir():
+        return
+    target = workspace_dirs(str(fork.pk), fork.workspace_path)[1]
+    target.mkdir(parents=True, exist_ok=True)
+    ignored = shutil.ignore_patterns(*READING_FILES)
+    shutil.copytree(source_git, target / BASELINE_DIR, symlinks=True, ignore=ignored)
+
+
 def _check_policy(source: Conversation) -> None:
     policy = policy_for_team(source.team_id)
     kind = f"acp:{source.agent}" if source.agent else NATIVE_AGENT
@@ -200,6 +218,12 @@ def conversation_fork(
         shutil.rmtree(target, ignore_errors=True)
         raise
     fork.workspace_path = str(target)
+    try:
+        _copy_baseline(source, fork)
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.rmtree(workspace_dirs(str(fork.pk), fork.workspace_path)[1], ignore_errors=True)
+        raise
     events = _copies(kept)
     rest = _status_at(kept)
     where = f"forked from “{source.title or source.pk}” at event {cut}"

@@ -53,6 +53,9 @@ _REF = "refs/heads/baseline"
 _LAST_INDEX = "last-index"
 _READINGS_LOCK = "readings.lock"
 _LAST_LOCK = "last.lock"
+READING_FILES = ("index", "index.*", _LAST_INDEX, staging.STAT_CACHE, "*.lock")
+"""What readings keep beside the baseline (indexes, stat caches, locks): they describe one
+work tree, so a copy of the baseline for another (a fork's) leaves them out."""
 _GIT_TIMEOUT = 300.0
 _CHUNK = 256 * 1024
 _NO_SHA = "0" * 40

@@ -202,3 +202,17 @@ def test_the_api_forks_and_other_teams_cannot(user, other_user, finished):
     denied = stranger.post(f"/api/conversations/{finished.pk}/fork", {},
                            content_type="application/json")  # fmt: skip
     assert denied.status_code == 404
+
+
+def test_a_forks_changes_start_as_the_sources(user, finished, dispatched):
+    """The fork copies the source's baseline with its folder: its Changes list what the source
+    had changed (not "no changes"), then what the fork itself changes."""
+    from orchestration.workspace import workspace_of
+
+    fork = conversation_fork(source=finished, by=user)
+    listed = [(c.path, c.status) for c in workspace_of(fork).changes()]
+    assert listed == [("a.txt", "added"), ("b.txt", "added")]
+    assert listed == [(c.path, c.status) for c in workspace_of(finished).changes()]
+    Path(fork.workspace_path, "a.txt").unlink()
+    assert [c.path for c in workspace_of(fork).changes()] == ["b.txt"]
+    assert [c.path for c in workspace_of(finished).changes()] == ["a.txt", "b.txt"]
