@@ -12,6 +12,7 @@ page, and nothing here logs a request.
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from dataclasses import asdict, dataclass, replace
@@ -45,7 +46,10 @@ class ProfileCheck:
     profile: str
     state: State
     message: str = ""
-    """For people: what the model said, or why the call failed; redacted."""
+    """For people: what the model said, or why the call failed in a plain sentence; redacted."""
+    detail: str = ""
+    """A failure's own words (LiteLLM's class, HTTP status and message), for a details line;
+    redacted."""
     seconds: float | None = None
     """How long the call took, when it was made."""
     started_at: float = 0.0
@@ -106,6 +110,48 @@ def profile_check_get(*, team: Team, check_id: str) -> ProfileCheck | None:
     return check
 
 
+_STATUS = re.compile(r"_(\d{3})$")
+_PLAIN_BY_STATUS = {
+    400: "The provider refused the request as invalid: check the profile's model name.",
+    401: "The provider refused the API key.",
+    403: "The provider refused this API key access to the model.",
+    404: "The provider does not know this model, or the API base has no such endpoint.",
+    408: "The model's server did not answer in time.",
+    429: "The provider is limiting this key's requests (rate limit or quota); try again later.",
+}
+_PLAIN_BY_NAME = {
+    "Timeout": _PLAIN_BY_STATUS[408],
+    "APIConnectionError": "The model's server could not be reached: check the API base.",
+    "ContentPolicyViolationError": "The provider refused the test prompt by its content policy.",
+}
+_SERVER_FAULT = "The model's server failed to answer (an error on its side, HTTP {status})."
+
+
+def plain_failure(code: str, message: str, *, from_litellm: bool) -> str:
+    """A sentence for people from an LLMError's code (`llm_<LiteLLM class>[_<HTTP status>]`,
+    orchestration.step.llm) and message. Errors of our own (no key, a refused API base) already
+    say it in words: only one raised from a LiteLLM exception (`from_litellm`) is translated."""
+    from .step.llm import BAD_RESPONSE
+
+    if not from_litellm:
+        return message
+    if code == BAD_RESPONSE:
+        return (
+            "The server answered, but not with a chat completion: is the API base an "
+            "OpenAI-compatible endpoint?"
+        )
+    match = _STATUS.search(code)
+    status = int(match.group(1)) if match else None
+    name = code.removeprefix("llm_").removesuffix(match.group(0) if match else "")
+    if name in _PLAIN_BY_NAME:
+        return _PLAIN_BY_NAME[name]
+    if status in _PLAIN_BY_STATUS:
+        return _PLAIN_BY_STATUS[status]
+    if status is not None and status >= 500:
+        return _SERVER_FAULT.format(status=status)
+    return "The call to the model failed."
+
+
 def profile_check_run(*, team_id: int, name: str, check_id: str) -> ProfileCheck:
     """On a worker: one completion through the profile, its verdict saved for the page."""
     from .control.outgoing import redact_for_team
@@ -114,6 +160,7 @@ def profile_check_run(*, team_id: int, name: str, check_id: str) -> ProfileCheck
 
     started = time.monotonic()
     seconds: float | None = None
+    detail = ""
     try:
         profile = profile_get(name, team_id)
         if profile.team_id != team_id:  # deleted since the check started
@@ -127,7 +174,11 @@ def profile_check_run(*, team_id: int, name: str, check_id: str) -> ProfileCheck
         state, message = "failed", str(exc)
     except LLMError as exc:
         seconds = time.monotonic() - started
-        state, message = "failed", exc.message
+        state, message = (
+            "failed",
+            plain_failure(exc.code, exc.message, from_litellm=exc.__cause__ is not None),
+        )
+        detail = exc.message if message != exc.message else ""
         if not profile.api_key_secret and "auth" in exc.code.lower():
             message += " (This profile names no API key secret.)"
     else:
@@ -135,10 +186,12 @@ def profile_check_run(*, team_id: int, name: str, check_id: str) -> ProfileCheck
         said = (answer.content or "").strip() or "(an empty message)"
         state, message = "ok", said
     message = redact_for_team(team_id, message)[:MAX_SHOWN_CHARS]
+    detail = redact_for_team(team_id, detail)[:MAX_SHOWN_CHARS]
     previous = _load(team_id, check_id)
     started_at = previous.started_at if previous is not None else time.time()
     check = ProfileCheck(
-        profile=name, state=state, message=message, seconds=seconds, started_at=started_at
-    )
+        profile=name, state=state, message=message, detail=detail, seconds=seconds,
+        started_at=started_at,
+    )  # fmt: skip
     _save(team_id, check_id, check)
     return check

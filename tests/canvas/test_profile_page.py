@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
+from django.template.loader import render_to_string
 from django.test import Client
 from django.urls import reverse
 
@@ -122,8 +123,22 @@ def test_the_check_calls_the_model_with_the_key_and_never_shows_it(team, local_m
     local_model.push(status=401, error=f"Incorrect API key provided: {KEY}.")
     check = profile_check_run(team_id=team.pk, name="local", check_id="a2")
     assert check.state == "failed" and local_model.count == 2  # no retry
-    assert "Incorrect API key provided" in check.message and KEY not in check.message
+    assert check.message == "The provider refused the API key."  # a sentence, not a class
+    assert "AuthenticationError (HTTP 401)" in check.detail
+    assert "Incorrect API key provided" in check.detail and KEY not in check.detail
     assert profile_check_get(team=team, check_id="a2") == check
+
+    # A server fault: a plain sentence; LiteLLM's class and status go to the details line.
+    local_model.push(status=500, error="upstream exploded")
+    check = profile_check_run(team_id=team.pk, name="local", check_id="a3")
+    assert check.message == "The model's server failed to answer (an error on its side, HTTP 500)."
+    assert check.detail.startswith("InternalServerError (HTTP 500)")
+    html = render_to_string(
+        "canvas/team_profiles.html#profile-check",
+        {"team": team, "check": check, "check_id": "a3"},
+    )
+    assert "Not connected. The model&#x27;s server failed to answer" in html
+    assert '<span class="check-detail">Details: <code>InternalServerError (HTTP 500)' in html
 
 
 @pytest.mark.django_db
