@@ -6,7 +6,8 @@ read-only (os.access(X_OK) is true for the directory /tmp) and run a file the ag
 Unix socket. Here hostile PATHs, commands and args are either refused with a message naming
 the command, or launched through the real spawn path (acp_bridge.process.LocalChild, as
 MCP servers and ACP agents are) into a real bubblewrap sandbox whose /proc/self/mountinfo
-holds nothing outside the site's set and from which no host Unix socket answers.
+holds nothing outside the site's set and from which no host Unix socket answers (every one
+listening on the host is tried); the terminal and hooks likewise, in every network.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import shlex
 import socket
 import stat
 import sys
@@ -31,6 +33,7 @@ from orchestration.external.place import agent_place
 from orchestration.mcp.launch import LaunchError, server_launch
 from orchestration.mcp.rules import McpServerConfig, McpValueError, clean_server
 from workspaces import sandbox
+from workspaces.local import LocalWorkspace
 from workspaces.mounts import SYSTEM_DIRS
 
 HOST_SOCKETS = (
@@ -158,7 +161,22 @@ def assert_nothing_outside(result: dict, *, workspace: Path, sockets: Sequence[s
 
 
 def sockets_to_try(own_socket: str) -> list[str]:
-    return [own_socket, *(path for path in HOST_SOCKETS if _is_socket(path))]
+    """The test's own socket, the well-known ones, and every other listening on the host."""
+    known = (path for path in HOST_SOCKETS if _is_socket(path))
+    return sorted({own_socket, *known, *host_listening_sockets()})
+
+
+def host_listening_sockets() -> list[str]:
+    """Every Unix socket listening on a path of this host (/proc/net/unix, flag SO_ACCEPTCON):
+    Postgres's, Docker's and containerd's, Redis's where it has one, and the test's own."""
+    found = set()
+    with open("/proc/net/unix") as table:
+        next(table)
+        for line in table:
+            fields = line.split()
+            if len(fields) >= 8 and int(fields[3], 16) & 0x10000 and fields[7].startswith("/"):
+                found.add(fields[7])
+    return sorted(found)
 
 
 def _is_socket(path: str) -> bool:
@@ -333,3 +351,28 @@ def test_a_hook_in_a_folder_that_is_a_link_to_the_root_does_not_run(tmp_path) ->
     outcome = run_hook(spec, {}, cwd=str(link))
     assert not outcome.allowed
     assert "cannot be mounted into a sandbox" in outcome.failure
+
+
+# ---- every sandbox: no host Unix socket answers -----------------------------------------------
+
+
+@pytest.mark.parametrize("network", ["none", "outbound", "host"])
+def test_no_host_unix_socket_answers_a_terminal_command_or_a_hook(
+    tmp_path, settings, own_socket, network
+) -> None:
+    """The terminal and hooks, in every network a site may allow (host included): a Unix
+    socket is reached through the file system, which shows none of the host's."""
+    settings.CANVAS_SANDBOX_ALLOW_HOST_NETWORK = True
+    sockets = sockets_to_try(own_socket)
+    ws = LocalWorkspace(tmp_path / "root", tmp_path / "state", network=network)
+    ws.write_text("probe.py", PROBE)
+    probe = "python3 probe.py " + " ".join(map(shlex.quote, sockets))
+    terminal = json.loads(ws.run(probe, timeout=60).output.strip().splitlines()[-1])
+    hook = HookSpec(name="h", event="PreToolUse", command=f"{probe} > hook.json", fail_closed=True)
+    outcome = run_hook(hook, {}, cwd=str(ws.root), network=network)
+    assert outcome.allowed, outcome.failure
+    from_hook = json.loads(ws.read_text("hook.json"))
+    for result in (terminal, from_hook):
+        assert sorted(result["reached"]) == sockets
+        reached = [path for path, what in result["reached"].items() if what == "CONNECTED"]
+        assert reached == [], f"host sockets answered inside the sandbox ({network}): {reached}"
