@@ -147,3 +147,14 @@ def test_a_state_root_inside_the_workspaces_root_is_refused(user, settings, tmp_
     settings.CANVAS_STATE_ROOT = Path(settings.CANVAS_WORKSPACES_ROOT) / "state"
     with pytest.raises(WorkspaceUnavailable, match="inside a workspace"):
         agent_home_prepare(str(uuid.uuid4()), workspace=tmp_path / "elsewhere")
+
+
+def test_the_beat_sweep_removes_a_dead_workers_home(user, settings, dispatched):
+    """What removes it in a deployment: beat's periodic orchestration.sweep_runs."""
+    from orchestration.tasks import sweep_runs
+
+    conversation = _stopped(user)
+    home = _left_by_a_crash(conversation)
+    _archived(conversation)
+    sweep_runs()
+    assert not home.exists() and _markers(settings) == []

@@ -180,3 +180,13 @@ def test_a_running_servers_home_is_in_the_state_folder_and_goes_when_it_stops(
         toolbox.close()
     wait_for(lambda: not server_pids(), 10, message=f"servers left: {server_pids()}")
     assert not home.exists()
+
+
+def test_the_beat_sweep_removes_a_crashed_workers_mcp_home(conversation, settings, dispatched):
+    """What removes it in a deployment: beat's periodic orchestration.sweep_runs."""
+    from orchestration.tasks import sweep_runs
+
+    home = _left_by_a_crash(conversation)
+    _age(_marker(settings, conversation.pk), mcp_idle_seconds() + 1)
+    sweep_runs()
+    assert not home.exists() and not _marker(settings, conversation.pk).exists()
