@@ -130,10 +130,18 @@ def console_entries(events: Iterable[Any], limit: int = MAX_CONSOLE_COMMANDS) ->
             calls[event.tool_call_id] = ConsoleEntry(stored.seq, text, None, None)
         elif isinstance(event, ObservationEvent) and event.tool_call_id in calls:
             entry = calls[event.tool_call_id]
+            output = _without_exit_footer(event.content, event.exit_code)
             calls[event.tool_call_id] = ConsoleEntry(
-                entry.seq, entry.command, event.content, event.exit_code, _note(event)
+                entry.seq, entry.command, output, event.exit_code, _note(event)
             )
     return sorted(calls.values(), key=lambda e: e.seq)[-limit:]
+
+
+def _without_exit_footer(content: str, exit_code: int | None) -> str:
+    """The output without the terminal tool's "[exit code: N]" line (written for the model):
+    the console says a failing exit once, in its own note, and a zero exit not at all."""
+    footer = f"[exit code: {exit_code}]"
+    return content.removesuffix(footer) if exit_code is not None else content
 
 
 def _note(event: ObservationEvent) -> str:

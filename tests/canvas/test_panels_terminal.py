@@ -26,3 +26,29 @@ def test_colours_become_spans_and_the_rest_is_escaped():
 def test_escapes_without_colour_leave_plain_text():
     html = _console(ConsoleEntry(1, "ls", "\x1b]0;title\x07\x1b[2Ka.txt\n", 0))
     assert "a.txt\n" in html and "ansi-" not in html and "title" not in html
+
+
+def test_the_exit_code_is_said_once():
+    """The terminal tool ends its output with "[exit code: N]" for the model; the console
+    drops that line and says a failing exit once, in its own note."""
+    from types import SimpleNamespace
+
+    from canvas.panels import console_entries
+    from conversations.events import ActionEvent, ObservationEvent
+
+    def stored(seq, event):
+        return SimpleNamespace(seq=seq, event=event)
+
+    events = []
+    for n, (command, code) in enumerate([("false", 1), ("true", 0)]):
+        events += [
+            stored(2 * n + 1, ActionEvent(tool_call_id=f"c{n}", tool="terminal",
+                                          arguments=f'{{"command": "{command}"}}')),
+            stored(2 * n + 2, ObservationEvent(tool_call_id=f"c{n}", tool="terminal",
+                                               content=f"out\n[exit code: {code}]",
+                                               exit_code=code)),
+        ]  # fmt: skip
+    entries = console_entries(events)
+    assert [e.output for e in entries] == ["out\n", "out\n"]
+    html = _console(*entries)
+    assert html.count("exit") == 1 and '<span class="console-note">[exit 1]</span>' in html
