@@ -17,30 +17,17 @@ test can show what the CLI asked for.
 
 from __future__ import annotations
 
-import itertools
 import json
-import logging
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-logger = logging.getLogger(__name__)
+from tests.acp_bridge.fake_http import FakeHandler, FakeHttpServer
 
 WRITE_TOOL = "Write"
 FINAL_TEXT = "All done."
 REFUSED_TEXT = "Understood, I did not write the file."
 SIDE_TEXT = "Writing hello.txt"
-
-
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    body: Any
-    kind: str = ""
-    """What the server made of it: "tool_use", "final", "side", "count_tokens", "other"."""
 
 
 @dataclass
@@ -53,9 +40,12 @@ class Script:
     """The tool_result blocks the agent sent back, in order (to tell allowed from refused)."""
 
 
-class FakeAnthropic:
+class FakeAnthropic(FakeHttpServer):
     """Start with `with FakeAnthropic(target, content) as fake:`; `fake.base_url` is the value
-    for ANTHROPIC_BASE_URL."""
+    for ANTHROPIC_BASE_URL. What it made of each request: "tool_use", "final", "side",
+    "count_tokens", "models", "other"."""
+
+    name = "fake-anthropic"
 
     def __init__(
         self,
@@ -65,59 +55,16 @@ class FakeAnthropic:
         final_text: str = FINAL_TEXT,
         refused_text: str = REFUSED_TEXT,
     ) -> None:
+        super().__init__()
         self.script = Script(
             target=Path(target), content=content, final_text=final_text, refused_text=refused_text
         )
-        self.requests: list[Recorded] = []
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle -----------------------------------------------------------------------------
-
-    def __enter__(self) -> FakeAnthropic:
-        fake = self
-
-        class Handler(_Handler):
-            server_fake = fake
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="fake-anthropic", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
 
     @property
     def base_url(self) -> str:
-        assert self._server is not None, "not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    # -- what was asked ------------------------------------------------------------------------
-
-    def kinds(self) -> list[str]:
-        with self._lock:
-            return [r.kind for r in self.requests]
-
-    def log(self) -> str:
-        """One line per request, for assertion messages."""
-        with self._lock:
-            return "\n".join(f"{r.method} {r.path} -> {r.kind}" for r in self.requests)
+        return self.address
 
     # -- the script ----------------------------------------------------------------------------
-
-    def _next_id(self, prefix: str) -> str:
-        return f"{prefix}_fake{next(self._ids):06d}"
 
     def answer_messages(self, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """(kind, the assistant message) for a POST /v1/messages body."""
@@ -130,7 +77,7 @@ class FakeAnthropic:
             if isinstance(block, dict) and block.get("type") == "tool_result"
         ]
         if WRITE_TOOL in tools and results:
-            with self._lock:
+            with self.lock:
                 self.script.tool_results.extend(results)
             refused = any(block.get("is_error") for block in results)
             text = self.script.refused_text if refused else self.script.final_text
@@ -138,7 +85,7 @@ class FakeAnthropic:
         if WRITE_TOOL in tools:
             block = {
                 "type": "tool_use",
-                "id": self._next_id("toolu"),
+                "id": self.next_id("toolu"),
                 "name": WRITE_TOOL,
                 "input": {"file_path": str(self.script.target), "content": self.script.content},
             }
@@ -149,7 +96,7 @@ class FakeAnthropic:
         self, content: list[dict[str, Any]], stop_reason: str, body: dict[str, Any]
     ) -> dict[str, Any]:
         return {
-            "id": self._next_id("msg"),
+            "id": self.next_id("msg"),
             "type": "message",
             "role": "assistant",
             "model": body.get("model") or "claude-sonnet-4-5",
@@ -241,86 +188,48 @@ def sse_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return events
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(FakeHandler):
     server_fake: FakeAnthropic
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("fake-anthropic: " + format, *args)
-
-    def _body(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if not raw:
-            return None
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw.decode("utf-8", "replace")
-
-    def _record(self, body: Any, kind: str) -> None:
-        fake = self.server_fake
-        with fake._lock:
-            fake.requests.append(Recorded(self.command, self.path, body, kind))
-        logger.info("fake-anthropic: %s %s -> %s", self.command, self.path, kind)
-
-    def _json(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("request-id", "req_fake")
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _stream(self, message: dict[str, Any]) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.send_header("request-id", "req_fake")
-        self.end_headers()
-        for event, data in sse_events(message):
-            self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
-            self.wfile.flush()
-        self.close_connection = True
+    reply_headers = (("request-id", "req_fake"),)
 
     def do_POST(self) -> None:
-        body = self._body()
-        path = self.path.split("?", 1)[0].rstrip("/")
+        body = self.read_body()
+        path = self.path_only()
         if path.endswith("/v1/messages/count_tokens"):
-            self._record(body, "count_tokens")
-            self._json(200, {"input_tokens": 42})
+            self.record(body, "count_tokens")
+            self.reply_json(200, {"input_tokens": 42})
             return
         if path.endswith("/v1/messages") and isinstance(body, dict):
             kind, message = self.server_fake.answer_messages(body)
-            self._record(body, kind)
+            self.record(body, kind)
             if body.get("stream"):
-                self._stream(message)
+                self.reply_stream(sse_events(message))
             else:
-                self._json(200, message)
+                self.reply_json(200, message)
             return
-        self._record(body, "other")
-        self._json(200, {})
+        self.record(body, "other")
+        self.reply_json(200, {})
 
     def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0].rstrip("/")
-        if path.endswith("/v1/models"):
-            self._record(None, "models")
+        if self.path_only().endswith("/v1/models"):
+            self.record(None, "models")
             model = {
                 "type": "model",
                 "id": "claude-sonnet-4-5",
                 "display_name": "Claude Sonnet 4.5",
                 "created_at": "2025-09-29T00:00:00Z",
             }
-            self._json(200, {"data": [model], "has_more": False, "first_id": model["id"],
-                             "last_id": model["id"]})  # fmt: skip
+            self.reply_json(200, {"data": [model], "has_more": False, "first_id": model["id"],
+                                  "last_id": model["id"]})  # fmt: skip
             return
-        self._record(None, "other")
-        self._json(200, {})
+        self.record(None, "other")
+        self.reply_json(200, {})
 
     def do_HEAD(self) -> None:
-        self._record(None, "other")
+        self.record(None, "other")
         self.send_response(200)
         self.send_header("Content-Length", "0")
         self.end_headers()
+
+
+FakeAnthropic.handler = _Handler

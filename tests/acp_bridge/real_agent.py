@@ -84,3 +84,17 @@ def claude_agent(base_url: str) -> AgentCommand:
         env=env,
         readonly=tuple(readonly),
     )
+
+
+def site_profile(agent: AgentCommand, **extra: object) -> dict[str, object]:
+    """A CANVAS_ACP_AGENTS entry running `agent` with the host's network (its fake model
+    listens on the host's loopback), which the site and the team's policy must allow."""
+    return {
+        "command": agent.command,
+        "args": list(agent.args),
+        "env": agent.env,
+        "readonly": [str(path) for path in agent.readonly],
+        "network": "host",
+        "turn_timeout_seconds": 90,
+        **extra,
+    }

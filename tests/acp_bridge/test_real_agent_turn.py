@@ -26,7 +26,7 @@ from orchestration import services
 from orchestration.control import approvals
 from teams.policies import policy_update
 from tests.acp_bridge.fake_anthropic import FINAL_TEXT, FakeAnthropic
-from tests.acp_bridge.real_agent import claude_agent
+from tests.acp_bridge.real_agent import claude_agent, site_profile
 from tests.acp_bridge.turns import drive_in_thread, join_clean, of, row
 from tests.conftest import wait_for
 
@@ -44,15 +44,7 @@ def _host_network(settings) -> None:
 
 
 def _profile(base_url: str) -> dict:
-    agent = claude_agent(base_url)
-    return {
-        "command": agent.command,
-        "args": list(agent.args),
-        "env": agent.env,
-        "readonly": [str(p) for p in agent.readonly],
-        "network": "host",
-        "turn_timeout_seconds": 90,
-    }
+    return site_profile(claude_agent(base_url))
 
 
 def test_claude_code_asks_in_our_inbox_and_the_approved_write_lands(
