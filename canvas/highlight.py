@@ -4,6 +4,7 @@ colours are in static/canvas/pygments.css, made by `HtmlFormatter().get_style_de
 
 from __future__ import annotations
 
+from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -29,6 +30,27 @@ def highlighted(path: str, text: str) -> SafeString:
     except ClassNotFound:
         lexer = TextLexer(stripnl=False, ensurenl=False)
     return mark_safe(highlight(text, lexer, _FORMATTER))  # noqa: S308 - escaped by Pygments
+
+
+def highlighted_lines(path: str, lines: list[str]) -> list[SafeString]:
+    """Each of `lines` (one side of a diff hunk, without newlines) as HTML with token spans,
+    lexed together so a string or comment spanning lines keeps its colour; the lexer is chosen
+    by the file's name. Pygments closes its spans at each line's end, so the output splits
+    back into lines; plain escaped lines when no lexer fits or the split does not match."""
+    text = "\n".join(lines)
+    plain = [escape(line) for line in lines]
+    if not lines or len(text) > MAX_HIGHLIGHT_CHARS:
+        return plain
+    try:
+        lexer = get_lexer_for_filename(path.rsplit("/", 1)[-1], stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return plain
+    out = highlight(text, lexer, _SPANS).split("\n")
+    if out and out[-1] == "" and len(out) == len(lines) + 1:
+        out.pop()  # the newline a lexer adds at the end
+    if len(out) != len(lines):
+        return plain
+    return [mark_safe(line) for line in out]  # noqa: S308 - escaped by Pygments
 
 
 def highlighted_block(language: str, text: str) -> str:

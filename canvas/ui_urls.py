@@ -17,7 +17,9 @@ from . import (
     panel_views,
     policy_views,
     profile_views,
+    review_views,
     run_control_views,
+    runs_views,
     secret_views,
     sidebar_views,
     skill_views,
@@ -51,6 +53,9 @@ conversation_urls = [
     # The side panel's tabs (canvas.panels, canvas.panel_views).
     path("panels/changes/diff", panel_views.conversation_diff, name="conversation-panel-diff"),
     path("panels/<slug:name>", panel_views.conversation_panel, name="conversation-panel"),
+    # The full-width diff review (canvas.review_views).
+    path("review/", review_views.conversation_review, name="conversation-review"),
+    path("review/send", review_views.conversation_review_send, name="conversation-review-send"),
     path(
         "actions/<segment:action_id>/approve", approval_views.action_approve, name="action-approve"
     ),
@@ -81,6 +86,7 @@ team_urls = [
     path("members/role", team_views.member_set_role, name="team-member-role"),
     path("members/remove", team_views.member_remove, name="team-member-remove"),
     path("audit/", team_views.team_audit, name="team-audit"),
+    path("runs/", runs_views.team_runs_page, name="team-runs"),
     path("usage/", usage_views.team_usage_page, name="team-usage"),
     path("usage.csv", usage_views.team_usage_csv, name="team-usage-csv"),
     path("hooks/", hook_views.team_hooks, name="team-hooks"),
