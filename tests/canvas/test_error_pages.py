@@ -54,3 +54,15 @@ def test_the_500_page_needs_neither_the_request_nor_the_database():
     html = response.content.decode()
     _styled(html)
     assert "Something went wrong" in html and 'aria-label="Main"' not in html
+
+
+@pytest.mark.django_db
+def test_a_csrf_refusal_is_the_styled_403_without_django_inline_style(user):
+    """Django's own CSRF page carries a <style> element, which the CSP refuses."""
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    response = client.post(reverse("conversation-new"), {"prompt": "hi", "model": "demo"})
+    assert response.status_code == 403
+    html = response.content.decode()
+    _styled(html)
+    assert "This form has expired" in html and "<style" not in html
