@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.acp_bridge.codex_turns import codex, fake_openai  # noqa: F401  (fixtures)
+
 AGENT_MARKS = (b"agent_fixture.py", b"bench/acp_agent.py", b".acp-agents/")
 SETTLE_SECONDS = 10.0
 """A killed group is reaped asynchronously: how long its processes may take to go."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,83 +25,23 @@ from conversations.events import (
     ObservationEvent,
     Status,
 )
-from orchestration import run_control, services
+from orchestration import run_control
 from orchestration.control import approvals
-from teams.policies import policy_update
-from tests.acp_bridge.codex_agent import NATIVE_BINARY, codex_profile
-from tests.acp_bridge.fake_openai_responses import FINAL_TEXT, FakeResponses
+from tests.acp_bridge.codex_turns import COMMAND, OUTPUT, codex_pids, held, option, written
+from tests.acp_bridge.fake_openai_responses import FINAL_TEXT
 from tests.acp_bridge.turns import drive_in_thread, join_clean, of, row
-from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.acp, pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
-OUTPUT = "codex was here"
-COMMAND = f"printf '{OUTPUT}' > codex.txt && cat codex.txt"
-PROMPT = "Create codex.txt in the workspace."
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeResponses]:
-    with FakeResponses(COMMAND) as server:
-        yield server
-
-
-@pytest.fixture
-def codex(user, team, settings, fake):
-    """A function starting a Codex conversation (its first turn dispatched, not run)."""
-    settings.CANVAS_SANDBOX_ALLOW_HOST_NETWORK = True
-    settings.CANVAS_UNSANDBOXED_COMMANDS = False
-    settings.CANVAS_ACP_AGENTS = {"codex": codex_profile(fake.base_url)}
-    policy_update(by=user, team=team, network="host")
-
-    def start():
-        return services.conversation_create(
-            owner=user, prompt=PROMPT, model="demo", agent="codex", team=team.pk
-        )
-
-    return start
-
-
-def held(conversation, fake: FakeResponses):
-    """The one request Codex holds in the inbox, once it is there."""
-    wait_for(
-        lambda: approvals.pending_actions(conversation.pk), timeout=60,
-        message=f"Codex asked no permission; the fake model saw:\n{fake.log()}",
-    )  # fmt: skip
-    (pending,) = approvals.pending_actions(conversation.pk)
-    assert pending.kind == "execute"
-    assert row(conversation).status == Status.WAITING_FOR_CONFIRMATION
-    return pending
-
-
-def option(pending, kind: str) -> str:
-    return next(o.option_id for o in pending.options if o.kind == kind)
-
-
-def written(conversation) -> Path:
-    return Path(row(conversation).workspace_path) / "codex.txt"
-
-
-def codex_pids() -> list[int]:
-    """This test run's Codex processes (the binary itself, not the bwrap holding it)."""
-    binary = str(Path(os.path.realpath(NATIVE_BINARY))).encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            argv0 = (entry / "cmdline").read_bytes().split(b"\0", 1)[0]
-        except OSError:
-            continue
-        if argv0 == binary:
-            found.append(int(entry.name))
-    return found
-
-
-def test_an_approved_command_runs_and_its_output_is_the_result(user, codex, fake, dispatched):
+def test_an_approved_command_runs_and_its_output_is_the_result(
+    user, codex, fake_openai, dispatched
+):
     conversation = codex()
     turn = drive_in_thread(dispatched)
-    pending = held(conversation, fake)
+    pending = held(conversation, fake_openai)
     assert not written(conversation).exists()  # nothing runs before a person answers
-    assert fake.kinds() == ["tool_call"]
+    assert fake_openai.kinds() == ["tool_call"]
     allow = option(pending, "allow_once")
     decided = approvals.action_approve(
         conversation_id=conversation.pk, action_id=pending.action_id, by=user, option_id=allow
@@ -120,16 +59,18 @@ def test_an_approved_command_runs_and_its_output_is_the_result(user, codex, fake
     (result,) = of(conversation, ObservationEvent)
     assert result.tool_call_id == action.tool_call_id and not result.is_error
     assert result.content == OUTPUT  # the command's output, not the permission prompt
-    assert fake.kinds() == ["tool_call", "final"] and OUTPUT in fake.tool_outputs[0]
+    assert fake_openai.kinds() == ["tool_call", "final"] and OUTPUT in fake_openai.tool_outputs[0]
     assert of(conversation, AgentMessageEvent)[-1].text == FINAL_TEXT
     assert of(conversation, AcpTurnEvent)[-1].stop_reason == "end_turn"
     assert row(conversation).status == Status.FINISHED
 
 
-def test_a_rejected_command_does_not_run_and_codex_ends_the_turn(user, codex, fake, dispatched):
+def test_a_rejected_command_does_not_run_and_codex_ends_the_turn(
+    user, codex, fake_openai, dispatched
+):
     conversation = codex()
     turn = drive_in_thread(dispatched)
-    pending = held(conversation, fake)
+    pending = held(conversation, fake_openai)
     reject = option(pending, "reject_once")
     approvals.action_approve(
         conversation_id=conversation.pk, action_id=pending.action_id, by=user, option_id=reject
@@ -143,14 +84,14 @@ def test_a_rejected_command_does_not_run_and_codex_ends_the_turn(user, codex, fa
     (result,) = of(conversation, ObservationEvent)
     assert result.is_error and OUTPUT not in result.content
     # Codex's "No, and tell Codex what to do differently" aborts its turn: no second call.
-    assert fake.kinds() == ["tool_call"] and fake.tool_outputs == []
+    assert fake_openai.kinds() == ["tool_call"] and fake_openai.tool_outputs == []
     assert of(conversation, AcpTurnEvent)[-1].stop_reason == "cancelled"
 
 
-def test_an_interrupt_while_codex_waits_answers_it_cancelled(user, codex, fake, dispatched):
+def test_an_interrupt_while_codex_waits_answers_it_cancelled(user, codex, fake_openai, dispatched):
     conversation = codex()
     turn = drive_in_thread(dispatched)
-    held(conversation, fake)
+    held(conversation, fake_openai)
     run_control.conversation_interrupt(conversation_id=conversation.pk, by=user)
     join_clean(turn, timeout=30)
 
@@ -160,15 +101,15 @@ def test_an_interrupt_while_codex_waits_answers_it_cancelled(user, codex, fake, 
     assert decision.decision == "rejected"
     (result,) = of(conversation, ObservationEvent)
     assert result.is_error and OUTPUT not in result.content
-    assert fake.kinds() == ["tool_call"]
+    assert fake_openai.kinds() == ["tool_call"]
     assert of(conversation, AcpTurnEvent)[-1].stop_reason == "cancelled"
     assert row(conversation).status == Status.PAUSED
 
 
-def test_codex_killed_while_it_waits_is_a_crash_error(user, codex, fake, dispatched):
+def test_codex_killed_while_it_waits_is_a_crash_error(user, codex, fake_openai, dispatched):
     conversation = codex()
     turn = drive_in_thread(dispatched)
-    held(conversation, fake)
+    held(conversation, fake_openai)
     (pid,) = codex_pids()
     os.kill(pid, signal.SIGKILL)
     join_clean(turn, timeout=30)
