@@ -116,7 +116,8 @@ def test_the_page_shows_every_file_numbered_and_coloured_in_both_layouts(browser
     assert '<span class="nb">print</span>' in split  # src/made.py
     unified = _review(browser, ran, mode="unified")
     assert 'class="diff diff-unified highlight"' in unified
-    assert '<a href="?mode=unified" aria-current="page">Unified</a>' in unified
+    review = reverse("conversation-review", args=[ran])
+    assert f'<a href="{review}?mode=unified" aria-current="page">Unified</a>' in unified
     assert 'id="review-form"' in unified
     changes = browser.get(reverse("conversation-panel", args=[ran, "changes"])).content.decode()
     assert reverse("conversation-review", args=[ran]) in changes
@@ -158,6 +159,8 @@ def test_a_refused_review_keeps_its_comments_and_says_why(browser, ran):  # noqa
         page = response.content.decode()
         assert said in page
         assert 'id="review-error"' in page and "diff-unified" in page
+        # Its layout links lead back to the page, not to where the form posted.
+        assert f'href="{reverse("conversation-review", args=[ran])}?mode=split"' in page
         assert "&lt;b&gt;bold&lt;/b&gt;" in page and "<b>bold</b>" not in page
     assert len(store.load(ran)) == before
 
