@@ -8,7 +8,7 @@ A test that starts something expensive carries its mark, so `make test-fast` can
   stack's workers);
 - `docker`: needs the Docker engine (tests/docker_images.py);
 - `faults`: runs on the fault rig (tests/faults/: a private Redis and Postgres it may stop);
-- `acp`: runs a real third-party ACP agent (tests/acp_bridge/real_agent.py).
+- `acp`: runs a real third-party ACP agent (tests/acp_bridge/real_agent.py, codex_agent.py).
 
 Groups (`--dist loadgroup`): what is costly to start runs where it was started. A module with
 module-scoped fixtures of its own (a browser's server, a Docker image, a real agent) is one
@@ -38,12 +38,15 @@ _FIXTURE_MARKS = {
     ("tests.faults.conftest", "fault_redis"): "faults",
     ("tests.faults.conftest", "fault_postgres"): "faults",
     ("tests.workspaces.test_docker", "engine"): "docker",
+    ("tests.acp_bridge.codex_turns", "codex"): "acp",
 }
 """(module defining the fixture, fixture name) -> the mark a test using it needs."""
 
 _MODULE_MARKS = {
     "tests.docker_images": "docker",
     "tests.acp_bridge.real_agent": "acp",
+    "tests.acp_bridge.codex_agent": "acp",
+    "tests.acp_bridge.codex_turns": "acp",
     "tests.acp_bridge.docker_turns": "docker",
 }
 """A test module holding a name from one of these modules needs the mark on all its tests."""
