@@ -5,11 +5,13 @@ refusal (409 "already decided", 404, 400) is shown inline on that card; approve-
 with the whole `#approvals` section (pause, interrupt and resume: canvas.run_control_views).
 Without htmx every endpoint redirects back to the conversation with a message.
 The "Needs approval" page lists the current team's waiting conversations and is polled; a
-sub-agent's row shows the conversations that spawned it.
+sub-agent's row shows the conversations that spawned it. Its rows (and the team's Runs) decide
+through the same endpoints, posting `answer=line` to get one line back instead of a card.
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -20,12 +22,14 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import trigger_client_event
 
 from common.errors import ServiceError
 from conversations.events import Decision
 from conversations.models import Conversation
 from conversations.tree import ancestor_paths
 from orchestration.control import approvals
+from teams.permissions import role_allows, team_roles
 
 from .access import Action
 from .event_rows import ApprovalCard, approval_card
@@ -56,6 +60,8 @@ class WaitingConversation:
     cards: list[ApprovalCard]
     parents: list[tuple[uuid.UUID, str]]
     """A sub-agent's path of parents, (id, title) from the top-level one; [] at top level."""
+    can_act: bool = False
+    """The user's role in its team lets them decide (the endpoints check again)."""
 
 
 class RejectForm(forms.Form):
@@ -65,6 +71,11 @@ class RejectForm(forms.Form):
 class ApproveForm(forms.Form):
     option_id = forms.CharField(required=False, max_length=MAX_OPTION_ID_CHARS, strip=False)
     """An external agent's option (its button); blank: approve as for our own tools."""
+
+
+def _from_list(request: HttpRequest) -> bool:
+    """Posted from a list (the inbox, the team's Runs): answer with one line, not a card."""
+    return request.POST.get("answer") == "line"
 
 
 def _decided(
@@ -82,7 +93,13 @@ def _decided(
         "conversation_id": str(conversation.pk),
         "decision": DecidedCard(action_id, decision, by, reason, option_id),
     }
-    return render(request, DETAIL_TEMPLATE + "#approval-decided", context)
+    template = (
+        APPROVALS_TEMPLATE + "#decision-line"
+        if _from_list(request)
+        else DETAIL_TEMPLATE + "#approval-decided"
+    )
+    # The nav badge counts waiting conversations: it asks again now, not at its next poll.
+    return trigger_client_event(render(request, template, context), "approvals-changed")
 
 
 def _refused(
@@ -91,6 +108,9 @@ def _refused(
     """The card again, with the service's refusal on it; a bare notice if it is not pending."""
     if not request.htmx:
         return _back(request, conversation, error.detail)
+    if _from_list(request):
+        context = {"notice": error.detail}
+        return render(request, APPROVALS_TEMPLATE + "#decision-line", context, status=error.status)
     card = next((c for c in _pending_cards(conversation) if c.action_id == action_id), None)
     context = {
         "conversation_id": str(conversation.pk),
@@ -173,6 +193,16 @@ def _waiting(request: HttpRequest) -> Any:
     )
 
 
+def _shown(waiting: list[WaitingConversation]) -> str:
+    """What the list shows, in a few characters: its poll sends it back, and an unchanged
+    list is answered with 204 (htmx leaves the page alone: a reason being typed survives)."""
+    parts = [
+        f"{w.conversation.pk}:{int(w.can_act)}:" + ",".join(c.action_id for c in w.cards)
+        for w in waiting
+    ]
+    return hashlib.sha256(" ".join(parts).encode()).hexdigest()[:16]
+
+
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")  # the page, or (polled) just its rows
@@ -181,17 +211,24 @@ def approval_list(request: HttpRequest) -> HttpResponse:
     conversations = list(_waiting(request).select_related("team")[:WAITING_LIMIT])
     pending = approvals.pending_actions_for(c.pk for c in conversations)
     paths = ancestor_paths({c.pk: c.parent_id for c in conversations})  # by level, not by row
+    roles = team_roles(request.user, {c.team_id for c in conversations})
     waiting = [
         WaitingConversation(
             conversation=c,
             cards=[approval_card(p) for p in pending[c.pk]],
             parents=paths.get(c.pk, []),
+            can_act=role_allows(roles.get(c.team_id), Action.ACT),
         )
         for c in conversations
     ]
-    context: dict[str, Any] = {"waiting": [w for w in waiting if w.cards]}
-    template = APPROVALS_TEMPLATE + ("#approval-rows" if request.htmx else "")
-    return render(request, template, context)
+    shown = [w for w in waiting if w.cards]
+    context: dict[str, Any] = {"waiting": shown, "shown": _shown(shown)}
+    if not request.htmx:
+        return render(request, APPROVALS_TEMPLATE, context)
+    if request.GET.get("shown") == context["shown"]:
+        return HttpResponse(status=204)
+    context["oob_count"] = _waiting(request).count()  # the nav badge, with the list it counts
+    return render(request, APPROVALS_TEMPLATE + "#approval-rows", context)
 
 
 @login_required

@@ -144,6 +144,7 @@ def _register_routers() -> None:
         invitations,
         mcp_servers,
         policies,
+        runs,
         secrets,
         skills,
         teams,
@@ -163,6 +164,7 @@ def _register_routers() -> None:
     api.add_router("/teams", automations.router)
     api.add_router("/teams", skills.router)
     api.add_router("/teams", usage.router)
+    api.add_router("/teams", runs.router)
     api.add_router("/tokens", tokens.router)
     api.add_router("/invitations", invitations.router)
 
