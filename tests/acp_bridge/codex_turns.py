@@ -82,3 +82,14 @@ def codex_pids() -> list[int]:
         if cmdline.startswith(f"{binary} "):
             found.append(int(pid))
     return found
+
+
+def allow_when_asked(conversation, fake: FakeResponses, user):
+    """Wait for Codex's request and allow it once in the inbox; the request answered."""
+    pending = held(conversation, fake)
+    decided = approvals.action_approve(
+        conversation_id=conversation.pk, action_id=pending.action_id, by=user,
+        option_id=option(pending, "allow_once"),
+    )  # fmt: skip
+    assert decided == "approved"
+    return pending

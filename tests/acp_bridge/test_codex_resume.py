@@ -11,9 +11,8 @@ import pytest
 
 from conversations.events import AcpSessionEvent, AcpTurnEvent, Status
 from orchestration import services
-from orchestration.control import approvals
 from orchestration.external import pool
-from tests.acp_bridge.codex_turns import OUTPUT, codex_pids, held, option, written
+from tests.acp_bridge.codex_turns import OUTPUT, allow_when_asked, codex_pids, written
 from tests.acp_bridge.fake_openai_responses import FakeResponses
 from tests.acp_bridge.turns import drive_in_thread, join_clean, of, row
 
@@ -24,11 +23,7 @@ def approved_turn(conversation, fake: FakeResponses, dispatched, user) -> None:
     """Run the pending turn, allowing its command once when asked."""
     turns = len(of(conversation, AcpTurnEvent))
     turn = drive_in_thread(dispatched)
-    pending = held(conversation, fake)
-    approvals.action_approve(
-        conversation_id=conversation.pk, action_id=pending.action_id, by=user,
-        option_id=option(pending, "allow_once"),
-    )  # fmt: skip
+    allow_when_asked(conversation, fake, user)
     join_clean(turn, timeout=90)
     assert len(of(conversation, AcpTurnEvent)) == turns + 1
     assert row(conversation).status == Status.FINISHED

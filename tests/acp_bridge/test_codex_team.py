@@ -12,10 +12,9 @@ import pytest
 from acp_bridge.team_profiles import acp_agent_create
 from conversations.events import AcpTurnEvent, ObservationEvent, Status
 from orchestration import services
-from orchestration.control import approvals
 from teams.models import AcpAgentProfile
 from tests.acp_bridge.codex_agent import codex_agent
-from tests.acp_bridge.codex_turns import OUTPUT, PROMPT, held, option, written
+from tests.acp_bridge.codex_turns import OUTPUT, PROMPT, allow_when_asked, written
 from tests.acp_bridge.turns import drive_in_thread, join_clean, of, row
 
 pytestmark = [pytest.mark.acp, pytest.mark.django_db(transaction=True), pytest.mark.timeout(150)]
@@ -38,11 +37,7 @@ def test_a_team_codex_reaches_its_model_through_the_outbound_guard(
         owner=user, prompt=PROMPT, model="demo", agent="team-codex", team=team.pk
     )
     turn = drive_in_thread(dispatched)
-    pending = held(conversation, fake_openai)
-    approvals.action_approve(
-        conversation_id=conversation.pk, action_id=pending.action_id, by=user,
-        option_id=option(pending, "allow_once"),
-    )  # fmt: skip
+    allow_when_asked(conversation, fake_openai, user)
     join_clean(turn, timeout=90)
 
     assert written(conversation).read_text() == OUTPUT

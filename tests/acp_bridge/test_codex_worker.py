@@ -14,9 +14,8 @@ import pytest
 from conversations.events import AcpSessionEvent, ActionDecisionEvent, ObservationEvent, Status
 from orchestration import services
 from orchestration.chain.dispatch import ACP_QUEUE
-from orchestration.control import approvals
 from tests.acp_bridge.codex_agent import codex_profile
-from tests.acp_bridge.codex_turns import OUTPUT, codex_pids, held, option, written
+from tests.acp_bridge.codex_turns import OUTPUT, allow_when_asked, codex_pids, written
 from tests.acp_bridge.fake_openai_responses import FakeResponses
 from tests.acp_bridge.turns import of, row
 from tests.conftest import wait_for
@@ -45,11 +44,7 @@ def identity(worker) -> str:
 
 def approve_when_asked(conversation, fake: FakeResponses, user) -> None:
     turns = len(of(conversation, ObservationEvent))
-    pending = held(conversation, fake)
-    approvals.action_approve(
-        conversation_id=conversation.pk, action_id=pending.action_id, by=user,
-        option_id=option(pending, "allow_once"),
-    )  # fmt: skip
+    allow_when_asked(conversation, fake, user)
     wait_for(lambda: row(conversation).status == Status.FINISHED, 90, message="the turn to end")
     (result,) = of(conversation, ObservationEvent)[turns:]
     assert result.content == OUTPUT and not result.is_error
