@@ -28,7 +28,7 @@ from teams.profiles import profile_list
 from teams.secrets import secret_list
 from teams.vocabulary import RISK_NAMES, ConfirmationMode
 
-from .forms import KNOWN_MODELS, OUR_AGENT_LABEL, SOURCE_LABELS, agents_allowed
+from .forms import OUR_AGENT_LABEL, SOURCE_LABELS, agents_allowed, model_groups
 
 MAX_PAYLOAD_CHARS = 100_000
 
@@ -202,16 +202,7 @@ class Menus:
 
 
 def _model_choices(menus: Menus, keep: Iterable[str]) -> list:
-    own = list(menus.profiles)
-    site = [name for name in (settings.CANVAS_DEFAULT_MODEL, *KNOWN_MODELS) if name not in own]
-    others = [name for name in keep if name and name not in own and name not in site]
-    groups: list = []
-    if own:
-        groups.append(("Team profiles", [(name, name) for name in own]))
-    groups.append(("Site", [(name, name) for name in dict.fromkeys(site)]))
-    if others:
-        groups.append(("Other", [(name, name) for name in others]))
-    return groups
+    return model_groups(menus.profiles, keep)
 
 
 LIMIT_FIELDS = ("confirmation_mode", "risk_threshold", "max_iterations", "tools")

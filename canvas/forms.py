@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -10,14 +12,16 @@ from pydantic import ValidationError
 
 from acp_bridge.profiles import AcpProfile, acp_profiles_for
 from orchestration.services import MAX_PROMPT_CHARS
-from orchestration.step.profiles import BUILTIN_PROFILES
-from teams.policies import EffectivePolicy, policy_for_team
+from orchestration.step.profiles import site_profile_names
+from teams.models import ModelProfile
+from teams.policies import CONFIRMATION_RANK, EffectivePolicy, policy_for_team
+from teams.vocabulary import ConfirmationMode
 from workspaces.factory import kind_unavailable
 from workspaces.paths import WorkspaceNameError, check_name
 from workspaces.spec import KINDS, WorkspaceSpec
 
-KNOWN_MODELS = tuple(BUILTIN_PROFILES)
-"""Suggested in the model field; any configured profile or LiteLLM id is accepted."""
+OTHER_MODEL = "__other__"
+"""The model picker's last choice: a LiteLLM model id typed in `model_other`."""
 
 
 class _KindSelect(forms.Select):
@@ -46,6 +50,37 @@ def agents_allowed(team_id: int | None, policy: EffectivePolicy) -> list[AcpProf
     return [p for p in acp_profiles_for(team_id) if policy.agent_kind_allowed(f"acp:{p.name}")]
 
 
+def model_groups(own: Iterable[str], keep: Iterable[str] = ()) -> list:
+    """A model picker's groups: the team's profiles, the site's (the default first), then
+    `keep` (names saved before that neither offers any more, so an edit does not drop them)."""
+    own = list(own)
+    site = [name for name in dict.fromkeys((settings.CANVAS_DEFAULT_MODEL, *site_profile_names()))
+            if name not in own]  # fmt: skip
+    others = [name for name in keep if name and name not in own and name not in site]
+    groups: list = []
+    for label, names in (("Team profiles", own), ("Site models", site), ("Other", others)):
+        if names:
+            groups.append((label, [(name, name) for name in names]))
+    return groups
+
+
+def _model_choices(team_id: int | None) -> list:
+    """The team's model profiles, then the site's, then "another model id"."""
+    own = (
+        ModelProfile.objects.filter(team_id=team_id).order_by("name").values_list("name", flat=True)
+    )
+    return [*model_groups(own if team_id else ()), (OTHER_MODEL, "Another model (a LiteLLM id)…")]
+
+
+def _confirmation_choices(policy: EffectivePolicy) -> list[tuple[str, str]]:
+    """The team's default, then each mode at least as strict (a looser one would be refused)."""
+    floor = CONFIRMATION_RANK[ConfirmationMode(policy.confirmation_mode)]
+    default = ConfirmationMode(policy.confirmation_mode).label
+    return [("", f"Team default: {default.lower()}")] + [
+        (mode.value, mode.label) for mode in ConfirmationMode if CONFIRMATION_RANK[mode] > floor
+    ]
+
+
 def _agent_choices(profiles: list[AcpProfile]) -> list:
     external = [(p.name, f"{p.name} ({SOURCE_LABELS[p.source]})") for p in profiles]
     return [("", OUR_AGENT_LABEL)] + ([("External agents (ACP)", external)] if external else [])
@@ -72,9 +107,24 @@ class ConversationCreateForm(forms.Form):
     model = forms.CharField(
         max_length=200,
         required=False,  # required for our own agent only (clean)
-        widget=forms.TextInput(attrs={"list": "model-profiles", "autocomplete": "off"}),
-        help_text="A model profile name, or a LiteLLM model id.",
+        widget=forms.Select,
+        help_text="A model profile of the team or the site, or another LiteLLM model id.",
     )
+    """A Select, not a ChoiceField: a name posted without the picker (a script, an old page)
+    still reaches the service, which says whether it knows it."""
+    model_other = forms.CharField(
+        max_length=200, required=False, label="Model id",
+        widget=forms.TextInput(attrs={"placeholder": "provider/model, e.g. openai/gpt-4o-mini",
+                                      "autocomplete": "off"}),
+    )  # fmt: skip
+    confirmation_mode = forms.ChoiceField(
+        choices=(), required=False, label="Ask before acting",
+        help_text="Stricter than the team's policy only.",
+    )  # fmt: skip
+    max_cost_usd = forms.DecimalField(
+        required=False, min_value=Decimal("0.01"), max_digits=12, decimal_places=2,
+        label="Budget (USD)", widget=forms.NumberInput(attrs={"step": "0.01", "placeholder": "none"}),
+    )  # fmt: skip
     workspace = forms.CharField(
         max_length=1000,
         required=False,
@@ -101,9 +151,16 @@ class ConversationCreateForm(forms.Form):
         agents offered."""
         super().__init__(*args, **kwargs)
         self.fields["model"].initial = settings.CANVAS_DEFAULT_MODEL
+        self.fields["model"].widget.choices = _model_choices(team_id)
         # No team yet: the built-in defaults offer everything; the first conversation makes a
         # personal team, and the service applies the site's policy to it.
         policy = policy_for_team(team_id) if team_id else EffectivePolicy()
+        self.fields["confirmation_mode"].choices = _confirmation_choices(policy)
+        if policy.max_cost_per_run_usd is not None:
+            self.fields[
+                "max_cost_usd"
+            ].help_text = f"Per run; the team allows at most ${policy.max_cost_per_run_usd:.2f}."
+            self.fields["max_cost_usd"].widget.attrs["max"] = str(policy.max_cost_per_run_usd)
         self.fields["agent"].widget.choices = _agent_choices(agents_allowed(team_id, policy))
         self.fields["agent"].widget.attrs["aria-describedby"] = "agent-help"
         images = policy.images() if team_id else tuple(settings.CANVAS_DOCKER_IMAGES)
@@ -131,10 +188,21 @@ class ConversationCreateForm(forms.Form):
         """The workspace fields become one `workspace_spec` (the service's argument); the
         model is required for our own agent and ignored for an external one."""
         data = super().clean()
+        other = data.pop("model_other", "").strip()
+        if data.get("model") == OTHER_MODEL:
+            data["model"] = other
+            if not other and not data.get("agent"):
+                self.add_error("model_other", "Type the model's LiteLLM id, or pick one above.")
         if data.get("agent"):
             data["model"] = ""
-        elif "model" in data and not data["model"].strip():
+            data.pop("confirmation_mode", None)  # an external agent asks in its own way
+            data.pop("max_cost_usd", None)
+        elif "model" in data and not data["model"].strip() and "model_other" not in self.errors:
             self.add_error("model", self.fields["model"].error_messages["required"])
+        if data.get("confirmation_mode") == "":
+            data["confirmation_mode"] = None
+        if data.get("max_cost_usd") is not None:
+            data["max_cost_usd"] = float(data["max_cost_usd"])
         kind = data.pop("workspace_kind", None) or "local"
         image = data.pop("image", None) or None
         repo, ref = data.pop("git_repo", "").strip(), data.pop("git_ref", "").strip()

@@ -34,7 +34,7 @@ from teams.permissions import role_allows, team_role
 from .access import Action, conversation_for, conversations_visible_to, http_errors
 from .agent_tree import agent_tree_context
 from .event_rows import ApprovalCard, approval_card, event_row, last_status, status_label
-from .forms import KNOWN_MODELS, ConversationCreateForm, MessageForm
+from .forms import ConversationCreateForm, MessageForm
 from .panels import panel_list
 from .sidebar import sidebar_context
 from .stream import stream_rows
@@ -115,7 +115,7 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
     if request.htmx:
         template += "#conversation-rows"
     else:
-        context |= {"form": _create_form(request), "known_models": KNOWN_MODELS}
+        context["form"] = _create_form(request)
         context |= sidebar_context(request)
     return render(request, template, context)
 
@@ -137,7 +137,7 @@ def conversation_new(request: HttpRequest) -> HttpResponse:
             url = reverse("conversation-detail", args=[conversation.pk])
             return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     template = LIST_TEMPLATE
-    context: dict[str, Any] = {"form": form, "known_models": KNOWN_MODELS}
+    context: dict[str, Any] = {"form": form}
     if request.htmx:
         template += "#new-conversation"
     else:

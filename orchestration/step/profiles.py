@@ -95,6 +95,17 @@ def profile_with_api_key(profile: ModelProfile) -> ModelProfile:
     return replace(profile, api_key=value)
 
 
+def site_profile_names() -> list[str]:
+    """The names every team may pick without a profile of its own: the built-ins and
+    CANVAS_MODEL_PROFILES (an unreadable setting offers none; profile_get says why on use)."""
+    try:
+        configured = json.loads(os.environ.get("CANVAS_MODEL_PROFILES") or "{}")
+    except ValueError:
+        configured = {}
+    extra = sorted(configured) if isinstance(configured, dict) else []
+    return [*BUILTIN_PROFILES, *(name for name in extra if name not in BUILTIN_PROFILES)]
+
+
 def profile_get(name: str, team_id: int | None = None) -> ModelProfile:
     """A profile by name: the team's own (with `team_id`), built-ins, then
     CANVAS_MODEL_PROFILES (JSON), then a raw LiteLLM id.

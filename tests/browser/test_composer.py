@@ -29,7 +29,7 @@ def test_ctrl_enter_starts_and_sends_and_focus_stays_in_the_composer(page):
     prompt = page.locator("#id_prompt")
     expect(prompt).to_be_focused()
     prompt.fill(SAY_HI)
-    page.fill("#id_model", "scripted")
+    page.select_option("#id_model", "scripted")
     prompt.focus()
     prompt.press("Control+Enter")
     page.wait_for_url(DETAIL_URL)

@@ -131,7 +131,7 @@ def test_a_docker_run_shows_its_changes_and_close_removes_its_container(
     page.goto("/")
     expect(page.locator("#id_workspace_kind option[value=docker]")).to_be_enabled()
     page.fill("#id_prompt", RUN)
-    page.fill("#id_model", "scripted")
+    page.select_option("#id_model", "scripted")
     page.select_option("#id_workspace_kind", "docker")
     page.select_option("#id_image", image)
     page.fill("#id_git_repo", str(docker_site))

@@ -144,7 +144,7 @@ def page(browser, server):
 
 def start_conversation(page, prompt: str, model: str) -> None:
     page.fill("#id_prompt", prompt)
-    page.fill("#id_model", model)
+    page.select_option("#id_model", model)
     page.click("#new-conversation button[type=submit]")
     page.wait_for_url(DETAIL_URL)
 

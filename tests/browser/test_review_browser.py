@@ -71,7 +71,7 @@ REVIEW_URL = re.compile(r"/conversations/[0-9a-f-]{36}/review/(\?mode=\w+)?$")
 def _start_in_shop(page, prompt: str) -> None:
     page.goto("/")
     page.fill("#id_prompt", prompt)
-    page.fill("#id_model", "scripted")
+    page.select_option("#id_model", "scripted")
     page.fill("#id_workspace", "shop")
     page.click("#new-conversation button[type=submit]")
     page.wait_for_url(DETAIL_URL)

@@ -61,7 +61,7 @@ EXPECTED = {  # path: (status letter, added, removed)
 def _start_in_proj(page, prompt: str) -> None:
     page.goto("/")
     page.fill("#id_prompt", prompt)
-    page.fill("#id_model", "scripted")
+    page.select_option("#id_model", "scripted")
     page.fill("#id_workspace", "proj")
     page.click("#new-conversation button[type=submit]")
     page.wait_for_url(DETAIL_URL)
