@@ -185,7 +185,8 @@ def parse(text: str) -> list[FileDiff]:
     """Every file of a unified diff, in order."""
     files: list[FileDiff] = []
     current: _File | None = None
-    lines = text.splitlines()
+    # Only "\n" ends a line: str.splitlines would also cut at a form feed or U+2028 inside one.
+    lines = text.removesuffix("\n").split("\n") if text else []
     i = 0
     while i < len(lines):
         line = lines[i]

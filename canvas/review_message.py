@@ -114,7 +114,7 @@ _BACKTICKS = re.compile(r"`+")
 
 
 def _fenced(code: list[str]) -> str:
-    shown = code[:MAX_QUOTED_LINES]
+    shown = [line.rstrip("\r") for line in code[:MAX_QUOTED_LINES]]  # a CRLF file's lines
     if len(code) > MAX_QUOTED_LINES:
         shown.append(f"  … {len(code) - MAX_QUOTED_LINES} more lines")
     longest = max((len(run) for line in shown for run in _BACKTICKS.findall(line)), default=0)

@@ -157,6 +157,14 @@ def test_a_plain_unified_diff_and_a_cut_one():
     assert parse("") == [] and parse("no diff here\n") == []
 
 
+def test_only_a_newline_ends_a_line():
+    text = "--- a/x\n+++ b/x\n@@ -1 +1,2 @@\n-a\x0cb\n+a\u2028b\n+c\r\n"
+    [diff] = parse(text)
+    assert diff.hunks[0].lines == [
+        Line("del", "a\x0cb", 1, None), Line("add", "a\u2028b", None, 1), Line("add", "c\r", None, 2),
+    ]  # fmt: skip
+
+
 def test_split_rows_pair_removals_with_the_additions_that_follow():
     ctx, d1, d2, a1, a2, a3 = (
         Line("ctx", "c", 1, 1),

@@ -186,3 +186,15 @@ def test_viewers_read_but_cannot_send_and_other_teams_see_nothing(
     assert as_mallory.get(reverse("conversation-review", args=[ran])).status_code == 404
     assert Client().post(send, {"comments": comments}).status_code == 302  # to the login page
     assert len(store.load(ran)) == before
+
+
+def test_a_hunk_side_is_coloured_as_one_text_and_split_back_into_its_lines():
+    from canvas.highlight import highlighted_lines
+
+    lines = ['x = """start', "<still> a string", 'end"""  # done']
+    html = highlighted_lines("a.py", lines)
+    assert len(html) == 3
+    assert html[1] == '<span class="s2">&lt;still&gt; a string</span>'
+    assert html[2].endswith('<span class="c1"># done</span>')
+    assert highlighted_lines("notes.unknown-ext", ["<b>"]) == ["&lt;b&gt;"]
+    assert highlighted_lines("a.py", ["", "", "y"])[:2] == ["", ""]
