@@ -14,6 +14,8 @@ HEAD_LINES = 30
 TAIL_LINES = 20
 PART_CHARS = 4_000
 """At most this many characters in each of head and tail."""
+COMPACT_LINES = 6
+"""A card shows this many lines of a longer output until the reader opens it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +27,11 @@ class ToolOutput:
     """Lines between head and tail left out (0 with only characters clipped)."""
     total_lines: int = 0
     clipped: bool = False
+
+    @property
+    def compact(self) -> bool:
+        """Shown folded to COMPACT_LINES lines, with "Show more" (stream.css, tool-rows.js)."""
+        return self.total_lines > COMPACT_LINES
 
     @property
     def text(self) -> str:
