@@ -2,7 +2,8 @@
 // conversation and the actions waiting for approval (on its page, in the inbox, on Runs); a / r
 // approve or reject the action in focus (r sends the reason typed beside it, if any); g then i
 // goes to the "Needs approval" inbox. Keys typed into a field, or with Ctrl, Alt or Meta, are
-// left alone, so typing and the browser's own shortcuts never trigger these.
+// left alone, so typing and the browser's own shortcuts never trigger these; Escape leaves the
+// field (the composer takes the focus when a conversation opens).
 (function () {
   "use strict";
 
@@ -16,6 +17,7 @@
     [["r"], "Reject the action in focus (with the reason typed beside it, if any)"],
     [["g", "i"], "Go to Needs approval"],
     [["?"], "Show this list"],
+    [["Esc"], "Leave a text field, so these keys work"],
   ];
   var gPressedAt = 0;
 
@@ -122,7 +124,13 @@
   }
 
   document.addEventListener("keydown", function (evt) {
-    if (evt.defaultPrevented || evt.ctrlKey || evt.altKey || evt.metaKey || typing(evt.target)) {
+    if (evt.defaultPrevented || evt.ctrlKey || evt.altKey || evt.metaKey) {
+      return;
+    }
+    if (typing(evt.target)) {
+      if (evt.key === "Escape" && !evt.target.closest("dialog")) {
+        evt.target.blur(); // out of the field (the composer has focus on load): keys are shortcuts again
+      }
       return;
     }
     var shortcuts = document.getElementById("shortcuts-dialog");

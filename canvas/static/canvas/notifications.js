@@ -74,6 +74,8 @@
     if (!section || evt.detail.message.indexOf("data-status=") < 0) {
       return;
     }
+    // A status changed: the nav's approvals badge asks again now, not at its next poll.
+    htmx.trigger(document.body, "approvals-changed");
     var template = document.createElement("template");
     template.innerHTML = evt.detail.message;
     var lines = template.content.querySelectorAll("[data-status]");
