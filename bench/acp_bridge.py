@@ -24,10 +24,11 @@ next-slice enqueues are captured, not sent) and, as the floor, through the bare 
   close the kept agent after each turn, outside their timing, so each turn starts cold.
   With `--claude`, the same for Claude Code's ACP adapter (`make acp-agents`) against the
   tests' fake Anthropic API on 127.0.0.1 (its Write granted by the team policy), the first
-  update being its tool call; `--next-only` runs only these.
+  update being its tool call; with `--codex`, Codex's ACP adapter against the tests' fake
+  Responses API (its shell command granted by the team policy); `--next-only` runs only these.
 
     DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/acp_bridge.py [--quick] [--json F]
-        [--claude] [--next-only]
+        [--claude] [--codex] [--next-only]
 """
 
 from __future__ import annotations
@@ -55,11 +56,12 @@ AGENT = BENCH / "acp_agent.py"
 PROFILE = "benchagent"
 CLAUDE = "claude"
 CLAUDE_PROMPT = "Create hello.txt in the workspace."
+CODEX = "codex"
 FEW = 10
 INBOX_POLL_SECONDS = 0.002
 
 
-def profile_env(claude_url: str | None = None) -> dict[str, str]:
+def profile_env(claude_url: str | None = None, codex_url: str | None = None) -> dict[str, str]:
     profiles: dict[str, Any] = {
         PROFILE: {
             "command": sys.executable,
@@ -69,13 +71,14 @@ def profile_env(claude_url: str | None = None) -> dict[str, str]:
     }
     env = {}
     if claude_url is not None:
-        from tests.acp_bridge.real_agent import claude_agent
+        from tests.acp_bridge.real_agent import claude_agent, site_profile
 
-        agent = claude_agent(claude_url)
-        profiles[CLAUDE] = {
-            "command": agent.command, "args": list(agent.args), "env": agent.env,
-            "readonly": [str(p) for p in agent.readonly], "network": "host",
-        }  # fmt: skip
+        profiles[CLAUDE] = site_profile(claude_agent(claude_url))
+    if codex_url is not None:
+        from tests.acp_bridge.codex_agent import codex_profile
+
+        profiles[CODEX] = codex_profile(codex_url)
+    if len(profiles) > 1:  # the real agents reach their fake model on the host's loopback
         env["CANVAS_SANDBOX_ALLOW_HOST_NETWORK"] = "true"
     return {"CANVAS_ACP_AGENTS": json.dumps(profiles), **env}
 
@@ -263,19 +266,24 @@ def main() -> None:
     parser = common.arg_parser(__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, help="Turns per measure (default 5, quick 2).")
     parser.add_argument("--claude", action="store_true", help="Also Claude Code's adapter.")
+    parser.add_argument("--codex", action="store_true", help="Also Codex's adapter.")
     parser.add_argument("--next-only", action="store_true", help="Only warm vs cold.")
     options = parser.parse_args()
     quick = options.quick
     repeat = options.repeat or (2 if quick else 5)
     with contextlib.ExitStack() as stack:
-        claude_url = None
+        claude_url = codex_url = None
+        sys.path.insert(0, str(common.REPO))
         if options.claude:
-            sys.path.insert(0, str(common.REPO))
             from tests.acp_bridge.fake_anthropic import FakeAnthropic
 
             target = common.scratch_dir() / "claude-target.txt"
             claude_url = stack.enter_context(FakeAnthropic(target, "hello\n")).base_url
-        common.setup_django(profile_env(claude_url))
+        if options.codex:
+            from tests.acp_bridge.fake_openai_responses import COMMAND, FakeResponses
+
+            codex_url = stack.enter_context(FakeResponses(COMMAND)).base_url
+        common.setup_django(profile_env(claude_url, codex_url))
         measure(options, quick=quick, repeat=repeat)
 
 
@@ -398,6 +406,11 @@ def next_messages(results: dict, owner: Any, team: Any, options: Any, *, repeat:
         measured[CLAUDE] = next_message(
             owner, team, repeat=repeat, profile=CLAUDE, prompt=CLAUDE_PROMPT
         )
+    if options.codex:
+        from tests.acp_bridge.fake_openai_responses import PROMPT
+
+        policy_update(by=owner, team=team, network="host", acp_auto_allow_kinds=["execute"])
+        measured[CODEX] = next_message(owner, team, repeat=repeat, profile=CODEX, prompt=PROMPT)
     results["next_message"] = measured
     print("\nmessage -> the agent's first update in the log (its first tool call), ms")
     for agent, entry in measured.items():

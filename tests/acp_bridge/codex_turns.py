@@ -19,13 +19,9 @@ from orchestration import services
 from orchestration.control import approvals
 from teams.policies import policy_update
 from tests.acp_bridge.codex_agent import NATIVE_BINARY, codex_profile
-from tests.acp_bridge.fake_openai_responses import FakeResponses
+from tests.acp_bridge.fake_openai_responses import COMMAND, PROMPT, FakeResponses
 from tests.acp_bridge.turns import row
 from tests.conftest import wait_for
-
-OUTPUT = "codex was here"
-COMMAND = f"printf '{OUTPUT}' > codex.txt && cat codex.txt"
-PROMPT = "Create codex.txt in the workspace."
 
 
 @pytest.fixture

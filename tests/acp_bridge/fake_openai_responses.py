@@ -20,6 +20,11 @@ from typing import Any
 from tests.acp_bridge.fake_http import FakeHandler, FakeHttpServer
 
 FINAL_TEXT = "All done."
+PROMPT = "Create codex.txt in the workspace."
+OUTPUT = "codex was here"
+COMMAND = f"printf '{OUTPUT}' > codex.txt && cat codex.txt"
+"""What the tests have the fake ask for: a command Codex asks about (not known to be harmless),
+writing a file and printing what it wrote."""
 MODEL = "gpt-5.3-codex"
 """A model Codex knows (its bundled catalog): no "model metadata not found" message."""
 SHELL_TOOLS = ("shell_command", "shell", "exec_command")

@@ -27,8 +27,8 @@ from conversations.events import (
 )
 from orchestration import run_control
 from orchestration.control import approvals
-from tests.acp_bridge.codex_turns import COMMAND, OUTPUT, codex_pids, held, option, written
-from tests.acp_bridge.fake_openai_responses import FINAL_TEXT
+from tests.acp_bridge.codex_turns import codex_pids, held, option, written
+from tests.acp_bridge.fake_openai_responses import COMMAND, FINAL_TEXT, OUTPUT
 from tests.acp_bridge.turns import drive_in_thread, join_clean, of, row
 
 pytestmark = [pytest.mark.acp, pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]

@@ -12,8 +12,8 @@ import pytest
 from conversations.events import AcpSessionEvent, AcpTurnEvent, Status
 from orchestration import services
 from orchestration.external import pool
-from tests.acp_bridge.codex_turns import OUTPUT, allow_when_asked, codex_pids, written
-from tests.acp_bridge.fake_openai_responses import FakeResponses
+from tests.acp_bridge.codex_turns import allow_when_asked, codex_pids, written
+from tests.acp_bridge.fake_openai_responses import OUTPUT, FakeResponses
 from tests.acp_bridge.turns import drive_in_thread, join_clean, of, row
 
 pytestmark = [pytest.mark.acp, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]

@@ -14,7 +14,8 @@ from conversations.events import AcpTurnEvent, ObservationEvent, Status
 from orchestration import services
 from teams.models import AcpAgentProfile
 from tests.acp_bridge.codex_agent import codex_agent
-from tests.acp_bridge.codex_turns import OUTPUT, PROMPT, allow_when_asked, written
+from tests.acp_bridge.codex_turns import allow_when_asked, written
+from tests.acp_bridge.fake_openai_responses import OUTPUT, PROMPT
 from tests.acp_bridge.turns import drive_in_thread, join_clean, of, row
 
 pytestmark = [pytest.mark.acp, pytest.mark.django_db(transaction=True), pytest.mark.timeout(150)]

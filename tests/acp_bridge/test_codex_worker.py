@@ -15,8 +15,8 @@ from conversations.events import AcpSessionEvent, ActionDecisionEvent, Observati
 from orchestration import services
 from orchestration.chain.dispatch import ACP_QUEUE
 from tests.acp_bridge.codex_agent import codex_profile
-from tests.acp_bridge.codex_turns import OUTPUT, allow_when_asked, codex_pids, written
-from tests.acp_bridge.fake_openai_responses import FakeResponses
+from tests.acp_bridge.codex_turns import allow_when_asked, codex_pids, written
+from tests.acp_bridge.fake_openai_responses import OUTPUT, FakeResponses
 from tests.acp_bridge.turns import of, row
 from tests.conftest import wait_for
 
