@@ -65,6 +65,12 @@ SECOND = script(
     {"say": ANSWER},
 )
 """Edits app.py, adds a test and a README line, finishes, then answers the review."""
+STALE = """() => {
+  const key = "canvas-review:" + document.getElementById("review").dataset.conversation;
+  const comments = JSON.parse(sessionStorage.getItem(key));
+  comments.push({path: "app.py", side: "new", start: 99, end: 99, body: "Stale."});
+  sessionStorage.setItem(key, JSON.stringify(comments));
+}"""
 REVIEW_URL = re.compile(r"/conversations/[0-9a-f-]{36}/review/(\?mode=\w+)?$")
 
 
@@ -149,6 +155,18 @@ def test_comment_on_lines_and_send_the_review_to_the_agent(csp_page, context, se
     assert page.locator("table.diff-unified").count() == 3
     expect(page.locator("#review-count")).to_have_text("2 comments")
     assert page.locator(".comment-row").count() == 2
+
+    # A comment on a line the diff no longer holds (as when the agent changed the file since):
+    # listed in the form, refused by Send review with the reason, removable, nothing lost.
+    page.evaluate(STALE)
+    page.reload()
+    expect(page.locator("#review-unplaced .comment-where")).to_have_text("app.py:99")
+    page.locator("#review-send").click()
+    expect(page.locator("#review-error")).to_contain_text("app.py:99: line 99 is not in the diff")
+    expect(page.locator("#review-count")).to_have_text("3 comments")
+    assert page.locator(".comment-row").count() == 2
+    page.locator("#review-unplaced .comment-remove").click()
+    expect(page.locator("#review-unplaced")).to_be_hidden()
     page.fill("#review-note", "Nice work otherwise.")
     page.locator("#review-send").click()
 

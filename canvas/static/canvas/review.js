@@ -58,20 +58,35 @@
     return fresh;
   }
 
+  function fill(el, c, index) {
+    el.querySelector(".comment-where").textContent = cite(c);
+    el.querySelector(".comment-body").textContent = c.body;
+    el.querySelector(".comment-remove").dataset.index = String(index);
+    el.querySelector(".comment-remove").setAttribute("aria-label", "Remove the comment on " + cite(c));
+  }
+
   function render() {
     root.querySelectorAll(".comment-row").forEach(function (el) { el.remove(); });
     var template = document.getElementById("comment-template");
+    var unplaced = document.getElementById("review-unplaced");
+    if (!template || !unplaced) {
+      return;
+    }
+    unplaced.textContent = "";
     comments.forEach(function (c, index) {
       var button = buttonFor(fileOf(c.path), c.side, c.end);
-      if (!button || !template) {
-        return; // not on this page any more: Send review says so
+      if (button) {
+        fill(spanRow(template, button.closest("tr")), c, index);
+      } else {
+        // Its line is not in the diff any more (the agent changed the file): listed in the
+        // form, so it can be removed before sending.
+        var item = document.createElement("li");
+        item.appendChild(template.content.querySelector(".review-comment").cloneNode(true));
+        fill(item, c, index);
+        unplaced.appendChild(item);
       }
-      var row = spanRow(template, button.closest("tr"));
-      row.querySelector(".comment-where").textContent = cite(c);
-      row.querySelector(".comment-body").textContent = c.body;
-      row.querySelector(".comment-remove").dataset.index = String(index);
-      row.querySelector(".comment-remove").setAttribute("aria-label", "Remove the comment on " + cite(c));
     });
+    unplaced.hidden = !unplaced.children.length;
     var count = document.getElementById("review-count");
     if (count) {
       count.textContent = comments.length ? comments.length + " comment" + (comments.length === 1 ? "" : "s") : "No comments yet";
