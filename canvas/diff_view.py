@@ -17,6 +17,8 @@ from typing import Literal
 
 LineKind = Literal["ctx", "add", "del"]
 FileStatus = Literal["added", "modified", "deleted", "renamed", "copied"]
+Side = Literal["old", "new"]
+"""Which file a line number counts in: the file before the change or as it is now."""
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
@@ -34,6 +36,9 @@ class Line:
     """Its number in the new file; None for a removed line."""
     no_newline: bool = False
     """The file ends here without a newline."""
+
+    def number(self, side: Side) -> int | None:
+        return self.old if side == "old" else self.new
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from conversations.models import Conversation
 from orchestration.services import conversation_post_message
 
 from . import diff_view, workspace_reads
+from .diff_view import Side
 from .highlight import highlighted_lines
 from .review_message import (
     MAX_NOTE_CHARS,
@@ -44,8 +45,8 @@ class Cell:
     kind: str
     """ctx, add or del: a CSS class."""
     number: int
-    side: str
-    """old or new: the file a comment's line number counts in."""
+    side: Side
+    """The file a comment's line number counts in."""
     html: SafeString | str
 
 
@@ -115,18 +116,13 @@ def _hunk(path: str, hunk: diff_view.Hunk, mode: Mode) -> ReviewHunk:
     # Each side is coloured as one text, so a string or comment spanning lines keeps its colour.
     old_lines = [line for line in hunk.lines if line.kind != "add"]
     new_lines = [line for line in hunk.lines if line.kind != "del"]
-    html: dict[tuple[str, int], SafeString | str] = {}
-    for side, lines, number in (
-        ("old", old_lines, lambda ln: ln.old),
-        ("new", new_lines, lambda ln: ln.new),
-    ):
+    html: dict[tuple[Side, int | None], SafeString | str] = {}
+    for side, lines in (("old", old_lines), ("new", new_lines)):
         coloured = highlighted_lines(path, [line.text for line in lines])
-        html.update(
-            {(side, number(line)): text for line, text in zip(lines, coloured, strict=True)}
-        )
+        html.update({(side, ln.number(side)): t for ln, t in zip(lines, coloured, strict=True)})
 
-    def cell(line: diff_view.Line, side: str) -> Cell:
-        number = line.old if side == "old" else line.new
+    def cell(line: diff_view.Line, side: Side) -> Cell:
+        number = line.number(side)
         return Cell(line.kind, number, side, html[side, number])
 
     if mode == "unified":
@@ -173,7 +169,7 @@ def _code(diff: diff_view.FileDiff | None, comment: ReviewComment) -> list[str]:
     numbered = {}
     for hunk in diff.hunks:
         for line in hunk.lines:
-            number = line.old if comment.side == "old" else line.new
+            number = line.number(comment.side)
             if number is not None:
                 numbered[number] = f"{_SIGNS[line.kind]}{line.text}"
     for number in (comment.start, comment.end):

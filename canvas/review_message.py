@@ -15,21 +15,19 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
 
 from common.errors import InvalidInput
+
+from .diff_view import Side
 
 MAX_COMMENTS = 100
 MAX_COMMENT_CHARS = 5_000
 MAX_NOTE_CHARS = 10_000
 MAX_QUOTED_LINES = 12
 """A longer selection quotes its first lines and says how many more it covers."""
-
-Side = Literal["old", "new"]
-"""Which file the line numbers count in: "new" the file as it is now, "old" the file before
-the change (removed lines)."""
 
 
 class ReviewComment(BaseModel):
