@@ -86,6 +86,7 @@ def test_a_rejected_command_does_not_run_and_codex_ends_the_turn(
     # Codex's "No, and tell Codex what to do differently" aborts its turn: no second call.
     assert fake_openai.kinds() == ["tool_call"] and fake_openai.tool_outputs == []
     assert of(conversation, AcpTurnEvent)[-1].stop_reason == "cancelled"
+    assert row(conversation).status == Status.PAUSED  # waiting for what to do instead
 
 
 def test_an_interrupt_while_codex_waits_answers_it_cancelled(user, codex, fake_openai, dispatched):
