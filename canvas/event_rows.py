@@ -107,6 +107,10 @@ class EventRow:
     kept in #events, hidden, so every seq is still there."""
     running: bool = False
     """A held call that was approved and has started (set by canvas.stream.stream_rows)."""
+    decision: str | None = None
+    """A held call's decision ("approved", "rejected") once it is in the log (stream_rows): an
+    external agent's approved call runs with no start event of ours, so the card says
+    "approved" from the decision, after a reload as live."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from conversations.events import ActionEvent, Status, StatusChangeEvent
+from conversations.events import ActionDecisionEvent, ActionEvent, Decision, Status, StatusChangeEvent
 
 from .event_rows import EventRow
 
@@ -52,9 +52,17 @@ def stream_rows(rows: list[EventRow]) -> list[EventRow]:
     """call_key -> index in `out` of a call still waiting for its result."""
     late: set[str] = set()
     """Calls that were in flight when the run stopped."""
+    held: dict[str, int] = {}
+    """A held call's action id -> its index in `out`, for its decision."""
     for row in rows:
         if row.kind == "tool-call":
             open_calls[row.call_key] = len(out)
+            if isinstance(row.event, ActionEvent) and row.event.requires_confirmation:
+                held[row.event.id] = len(out)
+            out.append(row)
+        elif isinstance(row.event, ActionDecisionEvent) and row.event.action_id in held:
+            index = held.pop(row.event.action_id)
+            out[index] = replace(out[index], decision=str(row.event.decision))
             out.append(row)
         elif row.kind == "tool-result" and row.call_key in open_calls:
             index = open_calls.pop(row.call_key)
@@ -80,9 +88,12 @@ def stream_rows(rows: list[EventRow]) -> list[EventRow]:
 
 
 def _held(row: EventRow) -> bool:
-    """A call waiting for a person's decision is not running (until it is approved and starts)."""
+    """A call waiting for a person's decision is not running (until it is approved)."""
     return (
-        isinstance(row.event, ActionEvent) and row.event.requires_confirmation and not row.running
+        isinstance(row.event, ActionEvent)
+        and row.event.requires_confirmation
+        and not row.running
+        and row.decision != Decision.APPROVED
     )
 
 

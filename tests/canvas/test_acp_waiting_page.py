@@ -88,3 +88,26 @@ def test_a_decided_call_no_longer_says_held(browser, user, settings, dispatched)
     )
     page = browser.get(reverse("conversation-detail", args=[conversation.pk])).text
     assert f'id="held-{held.id}">rejected</span>' in page and "held for approval" not in page
+
+
+def test_after_a_reload_a_pending_call_is_held_and_an_approved_one_running(
+    browser, user, settings, dispatched
+):
+    """An external agent's approved call runs with no start event of ours: before its result,
+    a reload showed it "held for approval" again. The decision in the log says it was let."""
+    use_fixture(settings)
+    conversation = start(user, "permission")
+    held = _waiting(conversation)
+    url = reverse("conversation-detail", args=[conversation.pk])
+    page = browser.get(url).text
+    assert f'id="held-{held.id}">held for approval</span>' in page
+    assert "Waiting for a decision…" in page
+
+    decision = ActionDecisionEvent(
+        action_id=held.id, tool_call_id=held.tool_call_id, decision="approved", by="alice",
+        option_id="no",
+    )  # fmt: skip
+    store.append(conversation.pk, [decision])
+    page = browser.get(url).text
+    assert f'id="held-{held.id}">approved</span>' in page and "held for approval" not in page
+    assert "Waiting for a decision…" not in page and "Running…" in page
