@@ -18,7 +18,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from conversations.events import ActionDecisionEvent, ActionEvent, Decision, Status, StatusChangeEvent
+from conversations.events import (
+    ActionDecisionEvent,
+    ActionEvent,
+    Decision,
+    Status,
+    StatusChangeEvent,
+)
 
 from .event_rows import EventRow
 
