@@ -51,7 +51,9 @@ def _terminal(command: str, risk: str = "LOW") -> dict:
 
 HELD = _script(_terminal("sleep 1"), _terminal("sudo true"), title="Held for approval")
 """Runs a moment, then holds `sudo true` for a person (the analyzer's sudo rule)."""
-SLOW = _script(_terminal("sleep 3"), _terminal("echo slow done"), title="Slow and steady")
+CHILD = json.dumps({"script": [_terminal("sleep 2"), {"say": "42"}]})
+SLOW = _script(_terminal("sleep 1"), {"tool": "task", "args": {"prompt": CHILD}}, title="Slow")
+"""Runs a moment, then waits for a sub-agent that runs a moment too."""
 
 
 def _start(page, script: str) -> str:
@@ -91,7 +93,11 @@ def test_runs_update_live_and_an_approval_is_decided_from_the_row(context, serve
     assert "person demo" in held_row.locator(".started-by").inner_text()
     pending = runs.locator(f"#run-approvals-c-{held} .pending-item")
     assert "sudo true" in pending.inner_text()
+    child = runs.locator(f"#run-c-{slow} ~ tr.is-subagent").first
+    child.wait_for()
+    assert "parent" in child.locator(".started-by").inner_text()
     _row(runs, slow).locator(".badge >> text=Finished").wait_for()
+    child.locator(".badge >> text=Finished").wait_for()
 
     # At 1280 the page fits; the screenshot is of this moment (one row waiting, one done).
     assert _page_width(runs) <= a11y.WIDE
