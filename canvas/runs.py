@@ -218,9 +218,12 @@ def _conversation_row(values: dict[str, Any]) -> RunRow:
 
 
 def _roots(team_id: int) -> list[dict[str, Any]]:
-    """The team's recent top-level conversations and every active one (two queries)."""
+    """The team's recent top-level conversations (not archived) and every active one (two
+    queries)."""
     top = Conversation.objects.filter(team_id=team_id, parent__isnull=True)
-    recent = list(top.order_by("-created_at").values(*_FIELDS)[:CANDIDATES])
+    # Archived ones are out of the team's lists unless they still run.
+    recent = top.filter(archived_at__isnull=True).order_by("-created_at")
+    recent = list(recent.values(*_FIELDS)[:CANDIDATES])
     seen = {r["id"] for r in recent}
     active = top.filter(status__in=ACTIVE_CONVERSATION)
     return recent + [r for r in active.values(*_FIELDS) if r["id"] not in seen]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -39,6 +40,8 @@ from .runs_views import TEMPLATE, filters_from, rows_context
 from .ws_auth import current_user
 from .ws_close import CloseCode
 from .ws_origin import origin_allowed
+
+logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
 REREAD_SECONDS = 10.0
@@ -96,7 +99,7 @@ class RunsPageConsumer(AsyncWebsocketConsumer):
         team_id = self.scope["url_route"]["kwargs"]["team_id"]
         refusal, user, self.team = await database_sync_to_async(_access)(self.scope, team_id)
         if refusal is not None:
-            await self.close(code=CloseCode.NOT_FOUND)
+            await self.close(code=refusal)
             return
         self.can_act = await database_sync_to_async(self._can_act)(user)
         self.sent: dict[str, str] = {}
@@ -120,15 +123,18 @@ class RunsPageConsumer(AsyncWebsocketConsumer):
                     recheck_at = loop.time()
                     if not await self.recheck_access():
                         return
-                now_signature = await database_sync_to_async(runs_signature)(self.team.pk)
-                stale = runs is not None and any(r.active for r in runs.rows())
-                stale = stale and loop.time() - read_at >= REREAD_SECONDS
-                if runs is None or now_signature != signature or stale:
-                    signature, read_at = now_signature, loop.time()
-                    runs = await database_sync_to_async(team_runs)(self.team.pk, self.filters)
-                else:
-                    runs = TeamRuns(entries=runs.entries, now=timezone.now())
-                await self._send_table(runs)
+                try:
+                    now_signature = await database_sync_to_async(runs_signature)(self.team.pk)
+                    stale = runs is not None and any(r.active for r in runs.rows())
+                    stale = stale and loop.time() - read_at >= REREAD_SECONDS
+                    if runs is None or now_signature != signature or stale:
+                        signature, read_at = now_signature, loop.time()
+                        runs = await database_sync_to_async(team_runs)(self.team.pk, self.filters)
+                    else:
+                        runs = TeamRuns(entries=runs.entries, now=timezone.now())
+                    await self._send_table(runs)
+                except Exception as exc:  # a database outage: the table waits, the socket stays
+                    logger.warning("runs table for team %s not refreshed: %r", self.team.pk, exc)
                 await asyncio.sleep(POLL_SECONDS)
 
     async def _send_table(self, runs: TeamRuns) -> None:

@@ -22,6 +22,7 @@ from canvas.runs_consumer import table_frame
 from canvas.templatetags.runs import duration_text
 from conversations import store
 from conversations.events import ActionEvent, Status, StatusChangeEvent
+from conversations.models import Conversation
 from teams.models import Role
 from teams.services import member_add, team_default_for
 from tests.api import call, client_for
@@ -284,3 +285,14 @@ async def test_another_teams_socket_is_refused(other_user, team):
     )
     connected, code = await communicator.connect()
     assert not connected and code == 4404
+
+
+def test_an_archived_run_is_left_out_unless_it_still_runs(team, runs):
+    from django.utils import timezone
+
+    Conversation.objects.filter(pk__in=[runs["done"].pk, runs["started"].pk]).update(
+        archived_at=timezone.now()
+    )
+    keys = {e.root.key for e in team_runs(team.pk).entries}
+    assert f"c-{runs['done'].pk}" not in keys
+    assert f"c-{runs['started'].pk}" in keys  # archived while running: still going on
