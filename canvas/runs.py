@@ -217,13 +217,13 @@ def _conversation_row(values: dict[str, Any]) -> RunRow:
     )  # fmt: skip
 
 
-def _roots(team_id: int) -> list[dict[str, Any]]:
+def _roots(team_id: int, count: int) -> list[dict[str, Any]]:
     """The team's recent top-level conversations (not archived) and every active one (two
     queries)."""
     top = Conversation.objects.filter(team_id=team_id, parent__isnull=True)
     # Archived ones are out of the team's lists unless they still run.
     recent = top.filter(archived_at__isnull=True).order_by("-created_at")
-    recent = list(recent.values(*_FIELDS)[:CANDIDATES])
+    recent = list(recent.values(*_FIELDS)[:count])
     seen = {r["id"] for r in recent}
     active = top.filter(status__in=ACTIVE_CONVERSATION)
     return recent + [r for r in active.values(*_FIELDS) if r["id"] not in seen]
@@ -334,7 +334,10 @@ def team_runs(
     """The team's entries, newest first: every active one and the most recent others, up to
     `limit` in all, those `filters` keep."""
     filters = filters or RunFilters()
-    roots = [_conversation_row(v) for v in _roots(team_id)]
+    # Unfiltered, no root past the newest `limit` can be shown: nor read (a filter needs
+    # every candidate's tree to decide).
+    filtered = bool(filters.status or filters.kind or filters.person)
+    roots = [_conversation_row(v) for v in _roots(team_id, CANDIDATES if filtered else limit)]
     for row in roots:
         row.waiting_for = OTHERWISE_WAITING.get(row.status, "")
     _attach_subagents(team_id, roots)
