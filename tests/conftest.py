@@ -34,12 +34,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from tests import marks, parallel
 
     parallel.unique_ids(items)
     marks.check_items(items)
-    marks.group_items(items)
+    if config.pluginmanager.hasplugin("xdist"):  # `-p no:xdist` declares no xdist_group mark
+        marks.group_items(items)
 
 
 @pytest.hookimpl(specname="pytest_collection_modifyitems", trylast=True)  # after xdist's
