@@ -44,6 +44,9 @@ CANCEL_GRACE_SECONDS = 5.0
 START_TIMEOUT_SECONDS = 60.0
 """Each call before the prompt (initialize, session/new or load, set mode) must answer by then."""
 AUTH_REQUIRED = -32000
+SYNC_METHOD = "canvas/sync"
+"""An extension request (sent as `_canvas/sync`) no agent knows: what it answers, if only
+"method not found", comes after everything it wrote before."""
 
 
 @dataclass(frozen=True)
@@ -224,6 +227,12 @@ class TurnDriver:
                     ),
                     timeout=START_TIMEOUT_SECONDS,
                 )  # fmt: skip
+                # The protocol has the history replayed before the answer; Gemini CLI 0.61.0
+                # streams it after. One more round trip, still muted, drops that too.
+                with contextlib.suppress(RequestError):
+                    await session.process.guard(
+                        session.conn.ext_method(SYNC_METHOD, {}), timeout=START_TIMEOUT_SECONDS
+                    )
                 await asyncio.sleep(0)  # let replayed notifications already read be dropped
                 session.session_id = r.previous_session
                 session.client.session_known(r.previous_session)
