@@ -192,3 +192,16 @@ def test_keyboard_moves_approves_rejects_and_lists_the_keys(page):
     page.keyboard.press("r")
     page.locator(".decision-line >> text=Rejected by demo").wait_for()
     page.locator(".empty >> text=Nothing is waiting").wait_for()
+
+
+def test_runs_goes_live_under_the_content_security_policy(page):
+    refused: list[str] = []
+    page.on("console", lambda m: "Content Security Policy" in m.text and refused.append(m.text))
+    _demo_team(page)
+    _tab(page, "Runs")
+    page.wait_for_selector("#runs-live[data-state=open]")
+    page.keyboard.press("?")
+    page.locator("#shortcuts-dialog").wait_for()
+    page.locator("#shortcuts-dialog button").click()
+    page.locator("#shortcuts-dialog").wait_for(state="hidden")
+    assert not refused, refused
