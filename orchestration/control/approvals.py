@@ -222,10 +222,13 @@ def _decide(
                     conversation.pk, conversation.run_slice, worker_host=conversation.worker_host,
                     agent=conversation.agent,
                 )  # fmt: skip
+            # What was decided, which an agent's option may have turned around.
+            effective_all = {event.decision for _, event in decided}
+            said = effective_all.pop() if len(effective_all) == 1 else decision
             appended.append(
                 StatusChangeEvent(
                     status=Status.RUNNING, previous=Status.WAITING_FOR_CONFIRMATION,
-                    reason=f"{decision} by {name}",
+                    reason=f"{said} by {name}",
                 )
             )  # fmt: skip
         store.append(conversation.pk, appended)

@@ -29,6 +29,7 @@ from conversations.events import (
     AgentMessageEvent,
     ObservationEvent,
     Status,
+    StatusChangeEvent,
 )
 from orchestration import services
 from orchestration.chain.dispatch import ACP_QUEUE
@@ -144,6 +145,8 @@ def test_gemini_runs_an_approved_command_stays_warm_and_loads_its_session_after_
         ("new", session.session_id), ("loaded", session.session_id),
     ]  # fmt: skip
     assert runs.read_text() == "ran\nran\n"  # refused: not run a third time
+    resumed = [e for e in of(conversation, StatusChangeEvent) if e.status == Status.RUNNING]
+    assert resumed[-1].reason == "rejected by alice"  # its reject option, though "approved"
     # One call and one result a turn: the history Gemini replays after its load answer is
     # not recorded again.
     assert [r.is_error for r in _results(conversation)] == [False, False, True]
