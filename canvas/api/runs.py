@@ -15,6 +15,7 @@ from ninja import Query, Router, Schema
 from pydantic import Field
 
 from canvas.runs import LIMIT, RunFilters, RunRow, team_runs
+from common.inputs import Text
 from teams.permissions import Action
 from teams.services import team_get_for
 
@@ -30,7 +31,7 @@ class RunsQuery(Schema):
     kind: Literal["", "conversation", "automation", "subagents"] = Field(
         default="", description="Started by a person, by an automation, or with sub-agents."
     )
-    person: str = Field(default="", max_length=150, description="Entries this username started.")
+    person: Text(150) = Field(default="", description="Entries this username started.")
     limit: int = Field(default=LIMIT, ge=1, le=200, description="Entries besides active ones.")
 
 
