@@ -144,6 +144,8 @@ def test_the_form_shows_docker_and_model_id_fields_only_when_chosen(page):
     expect(page.locator("#id_model_other")).to_be_hidden()
     expect(page.locator("#id_confirmation_mode")).to_be_visible()
     expect(page.locator("#id_max_cost_usd")).to_be_visible()
+    # The form is one closed box: nothing after it (the polled rows) inherits its htmx target.
+    assert page.locator("#new-conversation #conversation-rows, .run-limits fieldset").count() == 0
     search = page.locator("#sidebar-q")
     assert search.evaluate("el => getComputedStyle(el).borderRadius") == "6px"
 
