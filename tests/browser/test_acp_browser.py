@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.acp_bridge.turns import FIXTURE, fixture_profile
 from tests.browser import test_live_run as live
@@ -118,6 +119,19 @@ def test_the_fixture_agent_edits_a_file_after_its_own_allow_option(page, var_dir
     assert named == {"yes": "Allow", "always": "Always allow", "no": "Reject"}
     card.scroll_into_view_if_needed()
     card.screenshot(path=str(SCREENSHOT))
+
+    # A reload while it waits: the call still says it is held, the card is still there.
+    page.reload()
+    card.wait_for()
+    expect(page.locator(".event-tool-call .tag.held")).to_have_text("held for approval")
+    # An agent's long option name (Claude's adapter) wraps inside the card on a phone.
+    page.set_viewport_size({"width": 390, "height": 844})
+    always = card.locator('button.option-button[data-option-id="always"]')
+    always.evaluate("el => { el.textContent = 'Always Allow for this project (until restart)'; }")
+    card_box, box = card.bounding_box(), always.bounding_box()
+    assert box["x"] + box["width"] <= card_box["x"] + card_box["width"], (box, card_box)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.set_viewport_size({"width": 1200, "height": 900})
     allow = card.locator('button.option-button[data-option-id="yes"]')
     assert allow.inner_text() == "Allow"
     allow.click()
