@@ -26,6 +26,13 @@ def pytest_configure(config: pytest.Config) -> None:
     from tests import parallel
 
     parallel.isolate(settings)
+    # A password hash costs ~0.2 s of CPU by design, and the suite makes thousands (every
+    # user a fixture creates, every login it tries): minutes of CPU that test nothing. The
+    # default hashers stay listed, so hashes made by the servers tests start still verify.
+    settings.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.MD5PasswordHasher",
+        *settings.PASSWORD_HASHERS,
+    ]
     # This process's own connections stay Django's per-thread ones: fixtures repoint the
     # default database mid-session (tests/faults/stack.py), which a pool built once would
     # ignore. The workers tests start get the production default, the pool (common/db_pool.py).
