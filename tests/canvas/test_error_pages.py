@@ -19,6 +19,7 @@ def _styled(html: str) -> None:
     assert VIEWPORT in html
     assert "canvas/app.css" in html and 'class="page error-page"' in html
     assert 'href="/"' in html  # the way back
+    assert "{#" not in html and "#}" not in html  # template comments stay comments
     assert "Traceback" not in html
 
 
