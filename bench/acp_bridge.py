@@ -25,10 +25,13 @@ next-slice enqueues are captured, not sent) and, as the floor, through the bare 
   With `--claude`, the same for Claude Code's ACP adapter (`make acp-agents`) against the
   tests' fake Anthropic API on 127.0.0.1 (its Write granted by the team policy), the first
   update being its tool call; with `--codex`, Codex's ACP adapter against the tests' fake
-  Responses API (its shell command granted by the team policy); `--next-only` runs only these.
+  Responses API (its shell command granted by the team policy); with `--gemini`, the Gemini
+  CLI against the tests' fake Gemini API (likewise; its cold start loads the session only
+  past the minute the session began, gemini-cli#28693, else it is told the transcript);
+  `--next-only` runs only these.
 
     DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/acp_bridge.py [--quick] [--json F]
-        [--claude] [--codex] [--next-only]
+        [--claude] [--codex] [--gemini] [--next-only]
 """
 
 from __future__ import annotations
@@ -57,11 +60,16 @@ PROFILE = "benchagent"
 CLAUDE = "claude"
 CLAUDE_PROMPT = "Create hello.txt in the workspace."
 CODEX = "codex"
+GEMINI = "gemini"
+GEMINI_COMMAND = "echo bench"
+GEMINI_PROMPT = "Run the command."
 FEW = 10
 INBOX_POLL_SECONDS = 0.002
 
 
-def profile_env(claude_url: str | None = None, codex_url: str | None = None) -> dict[str, str]:
+def profile_env(
+    claude_url: str | None = None, codex_url: str | None = None, gemini_url: str | None = None
+) -> dict[str, str]:
     profiles: dict[str, Any] = {
         PROFILE: {
             "command": sys.executable,
@@ -78,6 +86,10 @@ def profile_env(claude_url: str | None = None, codex_url: str | None = None) -> 
         from tests.acp_bridge.codex_agent import codex_profile
 
         profiles[CODEX] = codex_profile(codex_url)
+    if gemini_url is not None:
+        from tests.acp_bridge.gemini_agent import gemini_profile
+
+        profiles[GEMINI] = gemini_profile(gemini_url)
     if len(profiles) > 1:  # the real agents reach their fake model on the host's loopback
         env["CANVAS_SANDBOX_ALLOW_HOST_NETWORK"] = "true"
     return {"CANVAS_ACP_AGENTS": json.dumps(profiles), **env}
@@ -267,12 +279,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, help="Turns per measure (default 5, quick 2).")
     parser.add_argument("--claude", action="store_true", help="Also Claude Code's adapter.")
     parser.add_argument("--codex", action="store_true", help="Also Codex's adapter.")
+    parser.add_argument("--gemini", action="store_true", help="Also the Gemini CLI.")
     parser.add_argument("--next-only", action="store_true", help="Only warm vs cold.")
     options = parser.parse_args()
     quick = options.quick
     repeat = options.repeat or (2 if quick else 5)
     with contextlib.ExitStack() as stack:
-        claude_url = codex_url = None
+        claude_url = codex_url = gemini_url = None
         sys.path.insert(0, str(common.REPO))
         if options.claude:
             from tests.acp_bridge.fake_anthropic import FakeAnthropic
@@ -283,7 +296,11 @@ def main() -> None:
             from tests.acp_bridge.fake_openai_responses import COMMAND, FakeResponses
 
             codex_url = stack.enter_context(FakeResponses(COMMAND)).base_url
-        common.setup_django(profile_env(claude_url, codex_url))
+        if options.gemini:
+            from tests.acp_bridge.fake_gemini import FakeGemini
+
+            gemini_url = stack.enter_context(FakeGemini(GEMINI_COMMAND)).address
+        common.setup_django(profile_env(claude_url, codex_url, gemini_url))
         measure(options, quick=quick, repeat=repeat)
 
 
@@ -411,6 +428,11 @@ def next_messages(results: dict, owner: Any, team: Any, options: Any, *, repeat:
 
         policy_update(by=owner, team=team, network="host", acp_auto_allow_kinds=["execute"])
         measured[CODEX] = next_message(owner, team, repeat=repeat, profile=CODEX, prompt=PROMPT)
+    if options.gemini:
+        policy_update(by=owner, team=team, network="host", acp_auto_allow_kinds=["execute"])
+        measured[GEMINI] = next_message(
+            owner, team, repeat=repeat, profile=GEMINI, prompt=GEMINI_PROMPT
+        )
     results["next_message"] = measured
     print("\nmessage -> the agent's first update in the log (its first tool call), ms")
     for agent, entry in measured.items():

@@ -27,7 +27,8 @@ from orchestration import run_control, services
 from orchestration.control import approvals
 from orchestration.external import pool
 from tests.acp_bridge.fake_gemini import FakeGemini
-from tests.acp_bridge.gemini_agent import allow_host_network, gemini_pids, gemini_profile, held
+from tests.acp_bridge.gemini_agent import gemini_profile
+from tests.acp_bridge.gemini_turns import allow_host_network, gemini_pids, held
 from tests.acp_bridge.turns import drive_in_thread, join_clean, of, row
 from tests.conftest import wait_for
 

@@ -36,7 +36,8 @@ from orchestration.chain.dispatch import ACP_QUEUE
 from orchestration.control import approvals
 from orchestration.external.home import agent_home
 from tests.acp_bridge.fake_gemini import FINAL_TEXT, REFUSED_TEXT, FakeGemini
-from tests.acp_bridge.gemini_agent import allow_host_network, gemini_pids, gemini_profile, held
+from tests.acp_bridge.gemini_agent import gemini_profile
+from tests.acp_bridge.gemini_turns import allow_host_network, gemini_pids, held
 from tests.acp_bridge.turns import of, row
 from tests.conftest import wait_for
 
