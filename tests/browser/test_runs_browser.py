@@ -14,17 +14,14 @@ keyboard test keeps the CSP). CANVAS_SCREENSHOTS=1 also writes docs/screenshots/
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-from pathlib import Path
 
 import pytest
 
-from tests.browser import WAIT_MS
+from tests.browser import WAIT_MS, keep_screenshot
 from tests.browser import test_accessibility as a11y
 from tests.browser import test_live_run as live
-from tests.browser.test_live_run import REPO, start_conversation, wait_for_status
+from tests.browser.test_live_run import start_conversation, wait_for_status
 from tests.browser.test_team_settings import _demo_team, _tab
 
 pytestmark = pytest.mark.browser
@@ -34,8 +31,6 @@ browser = live.browser
 context = a11y.context
 page = live.page
 
-SCREENSHOT = Path("/tmp/ui-runs.png")
-DOCS_SCREENSHOT = REPO / "docs" / "screenshots" / "runs.png"
 CONVERSATION_ID = re.compile(r"/conversations/([0-9a-f-]{36})/")
 
 
@@ -101,10 +96,7 @@ def test_runs_update_live_and_an_approval_is_decided_from_the_row(context, serve
 
     # At 1280 the page fits; the screenshot is of this moment (one row waiting, one done).
     assert _page_width(runs) <= a11y.WIDE
-    runs.screenshot(path=str(SCREENSHOT), full_page=True)
-    if os.environ.get("CANVAS_SCREENSHOTS") == "1":
-        DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(SCREENSHOT, DOCS_SCREENSHOT)
+    keep_screenshot(runs, "runs")
     found = a11y._violations(runs, "runs (waiting for approval)")
 
     pending.locator("button.approve").click()

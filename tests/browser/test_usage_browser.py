@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
-from tests.browser import WAIT_MS
+from tests.browser import WAIT_MS, keep_screenshot
 from tests.browser import test_accessibility as a11y
 from tests.browser import test_live_run as live
 from tests.browser.test_live_run import start_conversation, wait_for_status
@@ -28,7 +27,6 @@ browser = live.browser
 context = a11y.context
 
 COST = 0.0123
-SCREENSHOT = Path("/tmp/ui-usage.png")
 PRICED_CALL = """
 from conversations import store
 from conversations.events import AgentMessageEvent, Usage
@@ -65,5 +63,5 @@ def test_todays_bar_holds_a_runs_cost_and_the_api_agrees(context, server):
     assert cells == [str(today["calls"]), str(today["tokens_in"]), str(today["tokens_out"]),
                      "$0.0123"]  # fmt: skip
     assert page.locator("[data-testid=usage-total-cost]").text_content() == "$0.0123"
-    page.screenshot(path=str(SCREENSHOT), full_page=True)
+    keep_screenshot(page, "usage")
     a11y._assert_none(a11y._violations(page, "usage"))
