@@ -15,12 +15,13 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import websockets
 
 from tests.conftest import REPO, wait_for
-from tests.embedded_server import EmbeddedServer
+from tests.embedded_server import EmbeddedServer, prepared_var
 from tests.test_embedded import embedded_env, manage
 
 pytestmark = pytest.mark.timeout(300)
@@ -35,9 +36,7 @@ HINT_WAIT_SECONDS = 30.0
 def served_env(tmp_path_factory) -> tuple[dict[str, str], str]:
     env = embedded_env(tmp_path_factory.mktemp("embedded-live"))
     env["CANVAS_SAFETY_POLL_SECONDS"] = str(SAFETY_POLL_SECONDS)
-    for args in (("migrate", "--noinput"), ("ensure_demo_user",)):
-        done = manage(env, *args)
-        assert done.returncode == 0, done.stderr
+    prepared_var(Path(env["CANVAS_VAR_DIR"]))
     token = manage(env, "create_api_token", "demo").stdout.strip()
     return env, token
 

@@ -22,6 +22,7 @@ from playwright.sync_api import expect
 from tests.acp_bridge.turns import FIXTURE, fixture_profile
 from tests.browser import test_live_run as live
 from tests.browser.test_live_run import DETAIL_URL, wait_for_status
+from tests.embedded_server import prepared_var
 
 pytestmark = pytest.mark.browser
 
@@ -59,8 +60,7 @@ def server(var_dir) -> Iterator[str]:
     """test_live_run's embedded server, with the fixture agent as a site profile."""
     env = live._embedded_env(var_dir, CANVAS_ACP_AGENTS=json.dumps({FIXTURE: fixture_profile()}))
     manage = [sys.executable, "manage.py"]
-    for command in (["migrate", "--noinput"], ["ensure_demo_user"]):
-        subprocess.run(manage + command, cwd=live.REPO, env=env, check=True, capture_output=True)
+    prepared_var(var_dir)
     port = live._free_port()
     log = var_dir / "server.log"
     url = f"http://127.0.0.1:{port}"

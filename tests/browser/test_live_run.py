@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser import WAIT_MS
+from tests.embedded_server import prepared_var
 
 pytestmark = pytest.mark.browser
 
@@ -78,8 +79,7 @@ def server(tmp_path_factory) -> Iterator[str]:
     var = tmp_path_factory.mktemp("embedded")
     env = _embedded_env(var)
     django_admin = [sys.executable, "manage.py"]
-    for command in (["migrate", "--noinput"], ["ensure_demo_user"]):
-        subprocess.run(django_admin + command, cwd=REPO, env=env, check=True, capture_output=True)
+    prepared_var(var)
     port = _free_port()
     log = var / "server.log"
     url = f"http://127.0.0.1:{port}"

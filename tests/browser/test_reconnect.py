@@ -26,6 +26,7 @@ from tests.browser.test_live_run import (
     stop_server,
     wait_for_status,
 )
+from tests.embedded_server import prepared_var
 from tests.test_embedded import embedded_env
 
 pytestmark = pytest.mark.browser
@@ -73,8 +74,7 @@ class RestartableServer:
 @pytest.fixture(scope="module")
 def restartable(tmp_path_factory) -> Iterator[RestartableServer]:
     server = RestartableServer(tmp_path_factory.mktemp("embedded-restart"))
-    server.manage("migrate", "--noinput")
-    server.manage("ensure_demo_user")
+    prepared_var(server.var)
     server.start()
     try:
         yield server
