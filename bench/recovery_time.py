@@ -318,12 +318,18 @@ def redis_restart_unacked(bench: Bench) -> Outcome:
         time.sleep(0.1)
     if died is not None:
         stood = "" if finished else ", the run stood still"
-        crash = " (AttributeError 'hostname')" if "'hostname'" in worker.tail(20000) else ""
+        crash = _stopped_on(worker.log_path.read_text())
         return Outcome(None, f"worker died {died:.0f} s after Redis came back{crash}{stood}")
     if not finished:
         raise RuntimeError(f"the run did not finish, status {_status(conversation)}")
     pause = Fault(conversation.pk, _ended(conversation, "c0"), fault.seq).longest_stall()
     return Outcome(pause, f"worker up {WATCH_SECONDS:.0f} s after Redis came back")
+
+
+def _stopped_on(log: str) -> str:
+    """The error Celery stopped the worker on, from its log, as " (...)"; "" if none."""
+    _, found, rest = log.partition("Unrecoverable error: ")
+    return f" ({rest.splitlines()[0]})" if found else ""
 
 
 GONE_SECONDS = 30
@@ -385,10 +391,23 @@ def postgres_outage_past_gone(bench: Bench) -> Outcome:
         return Outcome(None, f"{ended_gone} of {RUNS} runs ended worker_host_gone")
     if failed := [_status(run) for run in runs if _status(run) != "finished"]:
         return Outcome(None, f"{len(failed)} of {RUNS} runs ended in error")
-    slowest = max(
-        Fault(run.pk, back, seq).recovery() for run, seq in zip(runs, before, strict=True)
+    took = sorted(
+        (Fault(run.pk, back, seq).recovery(), run.pk, seq)
+        for run, seq in zip(runs, before, strict=True)
     )
-    return Outcome(slowest, f"after Postgres came back; all {RUNS} runs finished")
+    slowest, pk, seq = took[-1]
+    (first,) = store.load(pk, after_seq=seq, limit=1)
+    return Outcome(
+        slowest,
+        f"after Postgres came back (runs {took[0][0]:.1f}-{slowest:.1f} s, the slowest "
+        f"went on with {_described(first.event)}); all {RUNS} runs finished",
+    )
+
+
+def _described(event) -> str:
+    """An event's type, with an error's code, and for a result whether it was interrupted."""
+    code = f" {event.code}" if getattr(event, "code", None) else ""
+    return f"{event.type}{code}{' interrupted' if getattr(event, 'interrupted', False) else ''}"
 
 
 COMMAND_SECONDS = 20
@@ -462,6 +481,9 @@ def main() -> None:
         "--fast", action="store_true", help="The fault suite's short settings (not issue 25's)."
     )
     parser.add_argument("--json", type=Path, help="Write the results here.")
+    parser.add_argument(
+        "--keep", action="store_true", help="Leave the scratch directory (worker logs) in place."
+    )
     args = parser.parse_args()
     names = _selected(args.only, LABELS)
 
@@ -508,7 +530,10 @@ def main() -> None:
         bench.stop_workers()
         redis.stop()
         postgres.destroy()
-        shutil.rmtree(scratch, ignore_errors=True)
+        if args.keep:
+            print(f"worker logs kept in {scratch}", flush=True)
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     report = {
         "fast": short,
