@@ -205,6 +205,13 @@ CELERY_WORKER_POOL = os.environ.get("CANVAS_WORKER_POOL", "threads")
 CELERY_WORKER_CONCURRENCY = int(os.environ.get("CANVAS_WORKER_CONCURRENCY") or 0) or default_slots(
     CELERY_WORKER_POOL
 )
+# `python manage.py worker` (canvas/worker_supervisor.py) starts CANVAS_WORKER_PROCESSES plain
+# workers (default: one per core, so the GIL leaves no core idle) of CANVAS_WORKER_THREADS
+# threads each (8: two processes of 8 beat one of 32 on 2 cores, bench/README.md).
+from canvas.worker_supervisor import default_processes  # noqa: E402 - pure
+
+CANVAS_WORKER_PROCESSES = int(os.environ.get("CANVAS_WORKER_PROCESSES") or 0) or default_processes()
+CANVAS_WORKER_THREADS = int(os.environ.get("CANVAS_WORKER_THREADS") or 8)
 
 # --- The agent runtime ----------------------------------------------------------------------
 CANVAS_WORKSPACES_ROOT = Path(os.environ.get("CANVAS_WORKSPACES_ROOT", VAR_DIR / "workspaces"))

@@ -15,6 +15,11 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# The workers tests start (they inherit this environment) run the scripted model, which never
+# imports LiteLLM; warming it anyway cost each ~4.4 s of CPU in the background, and the suite
+# starts a few hundred (issue 24). A test of a real provider imports it on its first call;
+# tests/test_start_imports.py turns the warm-up on to test it.
+os.environ.setdefault("CANVAS_LLM_WARM_UP", "0")
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -188,20 +193,10 @@ def dispatched(monkeypatch) -> list[tuple[str, str]]:
     def capture(conversation_id, slice_id, **_routing) -> None:
         sent.append((str(conversation_id), slice_id))
 
-    import orchestration.chain.lease
-    import orchestration.chain.sweep
-    import orchestration.control.approvals
-    import orchestration.run_control
-    import orchestration.subagents.settle
+    import orchestration.chain.dispatch
 
-    for module in (
-        orchestration.run_control,
-        orchestration.subagents.settle,
-        orchestration.chain.lease,
-        orchestration.chain.sweep,
-        orchestration.control.approvals,
-    ):
-        monkeypatch.setattr(module, "enqueue_slice_on_commit", capture)
+    # Every next slice is sent through dispatch.schedule_next, which looks this name up there.
+    monkeypatch.setattr(orchestration.chain.dispatch, "enqueue_slice_on_commit", capture)
     return sent
 
 
@@ -255,19 +250,9 @@ class WorkerProcess:
             "CANVAS_STATE_ROOT": str(settings.CANVAS_STATE_ROOT),
             **self.extra_env,
         }
-        argv = [
-            sys.executable, "-m", "celery", "-A", "canvas", "worker",
-            *self.pool_args, "-l", "WARNING",
-            "-n", f"{self.ready_file.stem}@%h",
-            "--without-heartbeat", "--without-mingle", "--without-gossip",
-        ]  # fmt: skip
-        if self.queues:
-            argv += ["-Q", ",".join(self.queues)]
-        if self.beat:
-            argv += ["-B", "-s", str(self.tmp / f"{self.ready_file.stem}.beat")]
         self.log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            argv, cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+            self.argv(), cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
         deadline = time.monotonic() + timeout
@@ -277,6 +262,23 @@ class WorkerProcess:
                 raise RuntimeError(f"worker did not start:\n{self.log_path.read_text()}")
             time.sleep(0.1)
         return self
+
+    def argv(self) -> list[str]:
+        return [
+            sys.executable, "-m", "celery", "-A", "canvas", "worker",
+            *self.pool_args, "-n", f"{self.ready_file.stem}@%h", *self.celery_args(),
+        ]  # fmt: skip
+
+    def celery_args(self) -> list[str]:
+        """The worker's options besides its pool and node name."""
+        argv = [
+            "-l", "WARNING", "--without-heartbeat", "--without-mingle", "--without-gossip",
+        ]  # fmt: skip
+        if self.queues:
+            argv += ["-Q", ",".join(self.queues)]
+        if self.beat:
+            argv += ["-B", "-s", str(self.tmp / f"{self.ready_file.stem}.beat")]
+        return argv
 
     def kill(self) -> None:
         """SIGKILL the whole worker process group: a crashed machine, not a shutdown."""
@@ -308,8 +310,8 @@ def clean_broker(settings) -> None:
 def start_worker(transactional_db, clean_broker, tmp_path) -> Iterator:
     workers: list[WorkerProcess] = []
 
-    def start(**kwargs) -> WorkerProcess:
-        worker = WorkerProcess(tmp_path, **kwargs).start()
+    def start(kind: type[WorkerProcess] = WorkerProcess, **kwargs) -> WorkerProcess:
+        worker = kind(tmp_path, **kwargs).start()
         workers.append(worker)
         return worker
 
