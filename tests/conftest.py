@@ -15,11 +15,6 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-# The workers tests start (they inherit this environment) run the scripted model, which never
-# imports LiteLLM; warming it anyway cost each ~4.4 s of CPU in the background, and the suite
-# starts a few hundred (issue 24). A test of a real provider imports it on its first call;
-# tests/test_start_imports.py turns the warm-up on to test it.
-os.environ.setdefault("CANVAS_LLM_WARM_UP", "0")
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -193,10 +188,20 @@ def dispatched(monkeypatch) -> list[tuple[str, str]]:
     def capture(conversation_id, slice_id, **_routing) -> None:
         sent.append((str(conversation_id), slice_id))
 
-    import orchestration.chain.dispatch
+    import orchestration.chain.lease
+    import orchestration.chain.sweep
+    import orchestration.control.approvals
+    import orchestration.run_control
+    import orchestration.subagents.settle
 
-    # Every next slice is sent through dispatch.schedule_next, which looks this name up there.
-    monkeypatch.setattr(orchestration.chain.dispatch, "enqueue_slice_on_commit", capture)
+    for module in (
+        orchestration.run_control,
+        orchestration.subagents.settle,
+        orchestration.chain.lease,
+        orchestration.chain.sweep,
+        orchestration.control.approvals,
+    ):
+        monkeypatch.setattr(module, "enqueue_slice_on_commit", capture)
     return sent
 
 
