@@ -143,9 +143,12 @@ class Supervisor:
             )
         check_celery_args(celery_args)
         self.cwd = cwd
+        self.threads = threads
         self.ready_file = ready_file
         self.stopping = False
         self._announced: list[int] = []
+        self._told: set[int] = set()
+        """Children already sent SIGTERM: the check after the loop sends none twice."""
         self._dir = Path(tempfile.mkdtemp(prefix="canvas-worker-"))
         env = {k: v for k, v in os.environ.items() if k != "CANVAS_WORKER_READY_FILE"}
         # The children's database pool follows their slots (canvas/settings.py, pool_max),
@@ -167,12 +170,12 @@ class Supervisor:
         previous = {s: signal.signal(s, self._stop) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             logger.info(
-                "starting %d worker processes x %s threads",
-                len(self.children), self.children[0].argv[self.children[0].argv.index("-c") + 1],
-            )  # fmt: skip
+                "starting %d worker processes x %d threads", len(self.children), self.threads
+            )
             while not self.stopping:
                 self._tend()
                 time.sleep(POLL_SECONDS)
+            self._stop_children()  # one the signal caught inside Popen, before it was known
             self._wait_for_children()
             return 0
         except BaseException:
@@ -198,9 +201,9 @@ class Supervisor:
     def _stop_children(self) -> None:
         for child in self.children:
             child.restart_at = None
-            if child.alive():
-                assert child.proc is not None
+            if child.proc is not None and child.alive() and child.proc.pid not in self._told:
                 child.proc.send_signal(signal.SIGTERM)
+                self._told.add(child.proc.pid)
 
     def _wait_for_children(self) -> None:
         for child in self.children:
