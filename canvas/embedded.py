@@ -1,8 +1,8 @@
 """The embedded worker: a real Celery worker on the in-memory broker, inside this process.
 
 Used when REDIS_URL is unset (`make up`, `run_conversation` on a laptop). Tasks take the same
-path as in production, only the transport differs. The sweeper that production runs from
-celery beat runs here as a plain thread.
+path as in production, only the transport differs. The periodic jobs that production runs
+from celery beat (canvas/periodic.py, one list for both) run here on a plain thread.
 
 The worker announces its host (orchestration/chain/workers.py) when it is up, however long its
 start takes on a loaded machine: a worker that ran jobs without ever announcing itself had its
@@ -23,6 +23,7 @@ from celery.worker import WorkController
 from django.conf import settings
 
 from .celery import app
+from .periodic import PeriodicJob, jobs_enabled
 
 logger = logging.getLogger(__name__)
 
@@ -132,21 +133,37 @@ class EmbeddedWorker:
         self._sweep()
 
     def _sweep(self) -> None:
+        app.loader.import_default_modules()  # the tasks by name, as the worker registers them
+        jobs = jobs_enabled(settings)
+        if not jobs:
+            return
+        due = dict.fromkeys(jobs, 0.0)  # every job runs in the first round
+        # Beat's jobs at beat's periods (canvas/periodic.py), looked at as often as the
+        # shortest one: a job runs at most one look later than its period says.
+        while not self._stop.wait(min(jobs.values())):
+            self._sweep_due(jobs, due)
+
+    def _sweep_due(
+        self, jobs: dict[PeriodicJob, float], due: dict[PeriodicJob, float]
+    ) -> list[str]:
+        """Run, in this thread, the jobs whose time has come (`due` holds each one's next
+        monotonic time and is updated); returns the tasks run, failed ones included."""
         from django.db import connection
 
-        from automations.tasks import fire_schedules, send_notices, start_pending_runs
-        from orchestration.tasks import sweep_runs
-
-        # Schedules too, every sweep (more often than beat would): a due slot fires once
-        # whoever looks, and looking is one query.
-        while not self._stop.wait(settings.CANVAS_SWEEP_SECONDS):
-            for sweep in (sweep_runs, start_pending_runs, send_notices, fire_schedules):
-                try:
-                    sweep()
-                except Exception:
-                    logger.exception("embedded sweep %s failed", sweep.name)
-                finally:
-                    connection.close()
+        now = time.monotonic()
+        ran = []
+        for job, period in jobs.items():
+            if now < due[job]:
+                continue
+            due[job] = now + period
+            ran.append(job.task)
+            try:
+                app.tasks[job.task]()
+            except Exception:
+                logger.exception("embedded sweep %s failed", job.task)
+            finally:
+                connection.close()
+        return ran
 
     def stop(self) -> None:
         from orchestration.chain.workers import draining, presence_stop

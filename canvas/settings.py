@@ -163,13 +163,16 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 EMBEDDED = not REDIS_URL
 
 if REDIS_URL:
+    from common.channel_prefix import channel_prefix  # noqa: E402 - pure
+
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "canvas.layers.RedisPubSubLayer",
-            # A prefix of its own per deployment sharing a Redis (pub/sub ignores the db).
+            # A prefix of its own per deployment sharing a Redis (pub/sub ignores the db):
+            # CANVAS_CHANNEL_PREFIX, else one from REDIS_URL's database number.
             "CONFIG": {
                 "hosts": [REDIS_URL],
-                "prefix": os.environ.get("CANVAS_CHANNEL_PREFIX", "asgi"),
+                "prefix": channel_prefix(REDIS_URL, os.environ.get("CANVAS_CHANNEL_PREFIX")),
             },
         }
     }
@@ -370,39 +373,10 @@ from common.netguard import parse_networks  # noqa: E402 - pure, imports nothing
 CANVAS_ALLOWED_PRIVATE_NETWORKS = _env_list("CANVAS_ALLOWED_PRIVATE_NETWORKS", "")
 parse_networks(CANVAS_ALLOWED_PRIVATE_NETWORKS)
 
-CELERY_BEAT_SCHEDULE = {
-    "sweep-stalled-runs": {
-        "task": "orchestration.sweep_runs",
-        "schedule": CANVAS_SWEEP_SECONDS,
-        # A sweep that waited a whole period in the queue (the broker was down) is superseded.
-        "options": {"expires": CANVAS_SWEEP_SECONDS},
-    },
-    # Automation runs recorded but not started (a crash after the 202), queued behind their
-    # previous run, or whose conversation ended (automations/runs.py).
-    "automations-start-pending-runs": {
-        "task": "automations.start_pending_runs",
-        "schedule": CANVAS_SWEEP_SECONDS,
-        "options": {"expires": CANVAS_SWEEP_SECONDS},
-    },
-    # Automation runs' failure and overdue alerts and completion callbacks (automations/outbox.py).
-    "automations-send-notices": {
-        "task": "automations.send_notices",
-        "schedule": CANVAS_SWEEP_SECONDS,
-        "options": {"expires": CANVAS_SWEEP_SECONDS},
-    },
-    # Cron schedules' due slots, each fired once however many beats run (automations/schedules.py).
-    "automations-fire-schedules": {
-        "task": "automations.fire_schedules",
-        "schedule": CANVAS_SCHEDULE_SECONDS,
-        "options": {"expires": CANVAS_SCHEDULE_SECONDS},
-    },
-    # Containers whose conversation is closed or gone (workspaces/docker.py sweep_orphans).
-    "sweep-orphan-containers": {
-        "task": "orchestration.sweep_containers",
-        "schedule": CANVAS_CONTAINER_SWEEP_SECONDS,
-        "options": {"expires": CANVAS_CONTAINER_SWEEP_SECONDS},
-    },
-}
+# Beat's jobs and periods, shared with the embedded sweeper (canvas/periodic.py).
+from canvas.periodic import beat_schedule  # noqa: E402 - pure, imports nothing of Django
+
+CELERY_BEAT_SCHEDULE = beat_schedule(globals())
 
 # --- Auth, static, i18n ---------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

@@ -264,38 +264,6 @@ def test_beat_fires_schedules_with_a_registered_task(settings):
     assert entry["schedule"] == settings.CANVAS_SCHEDULE_SECONDS
 
 
-def test_the_embedded_sweep_fires_schedules_too(monkeypatch):
-    from automations import tasks
-    from canvas.embedded import EmbeddedWorker
-    from orchestration import tasks as orchestration_tasks
-
-    called: list[str] = []
-
-    def recorder(name: str):
-        def sweep() -> None:
-            called.append(name)
-
-        sweep.name = name  # as a Celery task has
-        return sweep
-
-    for module, name in [(tasks, "fire_schedules"), (tasks, "start_pending_runs"),
-                         (orchestration_tasks, "sweep_runs")]:  # fmt: skip
-        monkeypatch.setattr(module, name, recorder(name))
-    monkeypatch.setattr(connection, "close", lambda: None)
-
-    class OneRound:
-        def __init__(self) -> None:
-            self.rounds = iter([False, True])
-
-        def wait(self, _seconds) -> bool:
-            return next(self.rounds)
-
-    worker = EmbeddedWorker.__new__(EmbeddedWorker)
-    worker._stop = OneRound()
-    worker._sweep()
-    assert called == ["sweep_runs", "start_pending_runs", "fire_schedules"]
-
-
 @pytest.mark.django_db
 def test_the_api_takes_and_shows_the_missed_rule(api, team):
     url = f"/api/teams/{team.pk}/automations"

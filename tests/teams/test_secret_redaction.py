@@ -19,6 +19,7 @@ import pytest
 import redis
 import redis.asyncio as aredis
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.db import connection
 from django.test import Client
@@ -179,7 +180,8 @@ async def test_a_printed_secret_is_redacted_everywhere(
 
     pubsub_texts: list[str] = []
     subscribed = asyncio.Event()
-    group_channel = f"asgi__group__{conversation_group(conversation.pk)}"
+    # The layer's own channel name: its prefix differs per deployment (and xdist worker).
+    group_channel = get_channel_layer().group_channel(conversation_group(conversation.pk))
     listener = asyncio.create_task(
         listen(settings.REDIS_URL, group_channel, subscribed, pubsub_texts)
     )
