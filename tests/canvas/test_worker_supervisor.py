@@ -88,6 +88,9 @@ def test_ready_children_run_a_conversation_and_stop_whole_on_sigterm(start_worke
     workers = start_worker(SupervisedWorkers, processes=2)
     pids = workers.pids()
     assert len(set(pids)) == 2
+    # The command became the plain supervisor in place (same pid), Django left behind.
+    supervisor = Path(f"/proc/{workers.proc.pid}/cmdline").read_text().split("\0")
+    assert supervisor[2].endswith("canvas/worker_supervisor.py"), supervisor
     assert set(pids) <= descendants(workers.proc.pid)
     for index, pid in enumerate(pids):
         argv = Path(f"/proc/{pid}/cmdline").read_text().split("\0")

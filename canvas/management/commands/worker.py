@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from canvas.worker_supervisor import Supervisor, SupervisorError
+from canvas.worker_supervisor import SupervisorError, exec_supervisor
 
 
 class Command(BaseCommand):
@@ -53,16 +52,13 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        ready_file = os.environ.get("CANVAS_WORKER_READY_FILE")
         try:
-            supervisor = Supervisor(
+            exec_supervisor(
                 processes=options["processes"],
                 threads=options["threads"],
-                celery_args=options.get("celery_args", []),
                 name=options["name"],
                 cwd=Path(settings.BASE_DIR),
-                ready_file=Path(ready_file) if ready_file else None,
+                celery_args=options.get("celery_args", []),
             )
-            supervisor.run()
         except SupervisorError as error:
             raise CommandError(str(error)) from None
