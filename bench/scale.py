@@ -1,8 +1,8 @@
 """Many conversations at once: does waiting on the model waste worker capacity?
 
 N conversations (default 200) x S steps (default 20) through real `celery -A canvas worker`
-processes started with the plain command (the pool and concurrency come from the settings),
-against tests/fakes.py's FakeOpenAI in a child process. Two runs with the same workers: a model
+processes started with the plain command (the pool and concurrency come from the settings;
+`--layout manage-worker`: one `python manage.py worker`, the README's command, instead), against tests/fakes.py's FakeOpenAI in a child process. Two runs with the same workers: a model
 that answers at once (the CPU-bound ceiling) and one that answers after `--delay` seconds.
 Target: the delayed run reaches at least 80% of the ceiling's steps/s.
 
@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from _common import (
@@ -109,26 +110,38 @@ class SlowModel:
         stop_process(self._proc)
 
 
-def start_workers(count: int, pool_args: list[str], env: dict[str, str]) -> list[subprocess.Popen]:
+QUIET = ["-l", "WARNING", "--without-heartbeat", "--without-mingle", "--without-gossip"]
+
+
+def start_workers(args: Any, env: dict[str, str]) -> tuple[list[subprocess.Popen], list[int]]:
+    """The layout's processes to stop, and the pids whose RSS counts: `--workers` plain
+    `celery -A canvas worker` processes, or one `manage.py worker` and its children."""
+    if args.layout == "manage-worker":
+        argv = [PYTHON, "manage.py", "worker", *QUIET, "--name", "scale"]
+        proc, ready = _start(0, argv, env)
+        return [proc], [proc.pid, *map(int, ready.read_text().split())]
     workers = []
-    for i in range(count):
-        ready = scratch_dir() / f"scale-worker-{i}.ready"
-        ready.unlink(missing_ok=True)
-        argv = [PYTHON, "-m", "celery", "-A", "canvas", "worker", *pool_args, "-l", "WARNING",
-                "-n", f"scale{i}@%h", "--without-heartbeat", "--without-mingle",
-                "--without-gossip"]  # fmt: skip
-        log = (scratch_dir() / f"scale-worker-{i}.log").open("wb")
-        proc = subprocess.Popen(
-            argv, cwd=REPO, env={**env, "CANVAS_WORKER_READY_FILE": str(ready)},
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        workers.append(proc)
-        deadline = time.monotonic() + 90
-        while not ready.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                sys.exit(f"worker {i} did not start; see {log.name}")
-            time.sleep(0.1)
-    return workers
+    for i in range(args.workers):
+        argv = [PYTHON, "-m", "celery", "-A", "canvas", "worker",
+                *shlex.split(args.pool_args), *QUIET, "-n", f"scale{i}@%h"]  # fmt: skip
+        workers.append(_start(i, argv, env)[0])
+    return workers, [w.pid for w in workers]
+
+
+def _start(i: int, argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, Path]:
+    ready = scratch_dir() / f"scale-worker-{i}.ready"
+    ready.unlink(missing_ok=True)
+    log = (scratch_dir() / f"scale-worker-{i}.log").open("wb")
+    proc = subprocess.Popen(
+        argv, cwd=REPO, env={**env, "CANVAS_WORKER_READY_FILE": str(ready)},
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 180
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            sys.exit(f"worker {i} did not start; see {log.name}")
+        time.sleep(0.1)
+    return proc, ready
 
 
 def queued_slices(client: Any) -> int:
@@ -157,9 +170,9 @@ def run_once(args: Any, delay: float) -> dict[str, Any]:
         profiles = fake_profiles(PROFILE, model.base_url)
         os.environ.update(CANVAS_MODEL_PROFILES=profiles, BENCH_FAKE_KEY="dummy")
         env = bench_env({"CANVAS_MODEL_PROFILES": profiles, "BENCH_FAKE_KEY": "dummy"})
-        workers = start_workers(args.workers, shlex.split(args.pool_args), env)
+        workers, measured = start_workers(args, env)
         try:
-            idle_rss = sum(rss_mb(w.pid) for w in workers)
+            idle_rss = sum(rss_mb(pid) for pid in measured)
             with captured_enqueues() as sent:
                 ids = [
                     conversation_create(owner=None, prompt=f"scale {i}", model=PROFILE).pk
@@ -182,7 +195,7 @@ def run_once(args: Any, delay: float) -> dict[str, Any]:
                         "in_flight": model.in_flight.value,
                         "queued": queued_slices(broker),
                         "pg": pg,
-                        "rss": sum(rss_mb(w.pid) for w in workers),
+                        "rss": sum(rss_mb(pid) for pid in measured),
                     })  # fmt: skip
 
             sampler = threading.Thread(target=sample, daemon=True)
@@ -202,14 +215,15 @@ def run_once(args: Any, delay: float) -> dict[str, Any]:
             connection.close()
         finally:
             for worker in workers:
-                stop_process(worker, grace=20)
+                stop_process(worker, grace=30)
         served = model.served.value
     monitor.close()
-    slots = args.workers * args.concurrency
+    slots = args.processes * args.concurrency
     busy = [s for s in samples if s["t"] > 1.0]  # past the burst of first sends
     starved = [s for s in busy if s["queued"] > 0 and s["in_flight"] >= slots]
     peak_rss = max((s["rss"] for s in samples), default=idle_rss)
     return {
+        "layout": args.layout_name,
         "model_delay_s": delay,
         "conversations": args.conversations,
         "finished": finished,
@@ -240,6 +254,14 @@ def main() -> None:
     parser.add_argument(
         "--pool-args", default="", help='e.g. "-P threads -c 16"; empty: the plain command'
     )
+    parser.add_argument(
+        "--layout",
+        choices=["celery", "manage-worker"],
+        default="celery",
+        help="celery: --workers x `celery -A canvas worker --pool-args`; manage-worker: the "
+        "README's `python manage.py worker` with its defaults (CANVAS_WORKER_PROCESSES x "
+        "CANVAS_WORKER_THREADS); --workers and --pool-args do not apply",
+    )
     parser.add_argument("--timeout", type=float, default=600)
     args = parser.parse_args()
     if args.quick:
@@ -247,10 +269,17 @@ def main() -> None:
     setup_django()
     from django.conf import settings
 
-    args.concurrency = settings.CELERY_WORKER_CONCURRENCY
-    parts = shlex.split(args.pool_args)
-    if "-c" in parts:
-        args.concurrency = int(parts[parts.index("-c") + 1])
+    if args.layout == "manage-worker":
+        args.processes, args.concurrency = (
+            settings.CANVAS_WORKER_PROCESSES, settings.CANVAS_WORKER_THREADS,
+        )  # fmt: skip
+        args.layout_name = f"manage.py worker ({args.processes} x {args.concurrency})"
+    else:
+        args.processes, args.concurrency = args.workers, settings.CELERY_WORKER_CONCURRENCY
+        parts = shlex.split(args.pool_args)
+        if "-c" in parts:
+            args.concurrency = int(parts[parts.index("-c") + 1])
+        args.layout_name = f"celery worker {args.pool_args or '(plain)'} x {args.workers}"
     ceiling = run_once(args, 0.0)
     print("instant model:", ceiling, flush=True)
     slow = run_once(args, args.delay)
