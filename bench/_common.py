@@ -136,24 +136,19 @@ def setup_django(extra_env: dict[str, str] | None = None, *, migrate: bool = Tru
 @contextlib.contextmanager
 def captured_enqueues() -> Iterator[list[tuple[str, str]]]:
     """Capture the next-slice enqueues (run control and runner) instead of sending them."""
-    import orchestration.chain.lease
-    import orchestration.chain.sweep
-    import orchestration.run_control
+    from orchestration.chain import dispatch
 
     sent: list[tuple[str, str]] = []
-    modules = (orchestration.chain.lease, orchestration.chain.sweep, orchestration.run_control)
-    originals = [m.enqueue_slice_on_commit for m in modules]
+    original = dispatch.enqueue_slice_on_commit
 
     def capture(conversation_id: Any, slice_id: str, **routing: Any) -> None:
         sent.append((str(conversation_id), slice_id))  # one process: routing is moot
 
-    for module in modules:
-        module.enqueue_slice_on_commit = capture  # type: ignore[attr-defined]
+    dispatch.enqueue_slice_on_commit = capture  # every next slice goes out through schedule_next
     try:
         yield sent
     finally:
-        for module, original in zip(modules, originals, strict=True):
-            module.enqueue_slice_on_commit = original  # type: ignore[attr-defined]
+        dispatch.enqueue_slice_on_commit = original
 
 
 def quiet_conversation(*, owner: Any = None, title: str = "bench") -> str:

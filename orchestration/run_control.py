@@ -37,7 +37,7 @@ from teams.audit import audit_record
 from teams.policies import policy_for_team, tighten
 
 from .archive import ACTIVE
-from .chain.dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
+from .chain.dispatch import schedule_next
 from .chain.interrupts import interrupt_publish_on_commit
 from .step.agent import AgentConfig
 from .step.loop import run_end_events
@@ -72,16 +72,8 @@ def run_start(conversation: Conversation, previous: Status, trigger: str) -> lis
     and return the events that say the run started, for the caller to append. Conflict when
     the conversation is closed."""
     refuse_closed(conversation)
-    conversation.run_slice = new_slice_id()
-    conversation.run_slice_due_at = slice_due_at()
     conversation.interrupt_requested_at = None  # an old Interrupt must not stop the new run
-    conversation.save(
-        update_fields=["run_slice", "run_slice_due_at", "interrupt_requested_at", "updated_at"]
-    )
-    enqueue_slice_on_commit(
-        conversation.pk, conversation.run_slice, worker_host=conversation.worker_host,
-        agent=conversation.agent,
-    )  # fmt: skip
+    schedule_next(conversation, also_save=["interrupt_requested_at"])
     return [
         RunStartedEvent(trigger=trigger),
         StatusChangeEvent(status=Status.RUNNING, previous=previous, reason=f"run by {trigger}"),

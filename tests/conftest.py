@@ -188,20 +188,10 @@ def dispatched(monkeypatch) -> list[tuple[str, str]]:
     def capture(conversation_id, slice_id, **_routing) -> None:
         sent.append((str(conversation_id), slice_id))
 
-    import orchestration.chain.lease
-    import orchestration.chain.sweep
-    import orchestration.control.approvals
-    import orchestration.run_control
-    import orchestration.subagents.settle
+    import orchestration.chain.dispatch
 
-    for module in (
-        orchestration.run_control,
-        orchestration.subagents.settle,
-        orchestration.chain.lease,
-        orchestration.chain.sweep,
-        orchestration.control.approvals,
-    ):
-        monkeypatch.setattr(module, "enqueue_slice_on_commit", capture)
+    # Every next slice is sent through dispatch.schedule_next, which looks this name up there.
+    monkeypatch.setattr(orchestration.chain.dispatch, "enqueue_slice_on_commit", capture)
     return sent
 
 

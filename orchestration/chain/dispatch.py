@@ -1,15 +1,20 @@
-"""Enqueueing run slices. Cheap to import: the web process uses it without loading LiteLLM."""
+"""Recording and enqueueing run slices. Cheap to import: the web process uses it without loading LiteLLM."""
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+
+if TYPE_CHECKING:
+    from conversations.models import Conversation
 
 logger = logging.getLogger(__name__)
 
@@ -90,3 +95,35 @@ def enqueue_slice_on_commit(
             )  # fmt: skip
 
     transaction.on_commit(send)
+
+
+SLICE_FIELDS = ("run_slice", "run_slice_due_at", "updated_at")
+"""What `schedule_next` saves of the row, before the caller's `also_save`."""
+
+
+def schedule_next(
+    row: Conversation,
+    *,
+    new_slice: bool = True,
+    send: bool = True,
+    save: bool = True,
+    also_save: Iterable[str] = (),
+) -> str:
+    """Record the run's next slice on `row` and send it once the caller's transaction commits;
+    returns the slice id. Call inside that transaction, holding the row lock.
+
+    A new slice id (the default) voids the one any earlier runner holds, a dead one's too;
+    `new_slice` False sends `row.run_slice` again (its message was lost: should the first copy
+    turn up after all, the two still run the slice once), unless the row has none. Either way
+    the slice gets a due time, by which the sweeper expects it claimed (see chain/sweep.py).
+    `send` False leaves the sending to the caller (a runner that claims the slice itself at
+    once). `save` False when the caller saves the row with other fields (they must include
+    `SLICE_FIELDS`); else `also_save` names fields it changed on `row` to save with these."""
+    if new_slice or row.run_slice is None:
+        row.run_slice = new_slice_id()
+    row.run_slice_due_at = slice_due_at()
+    if save:
+        row.save(update_fields=[*SLICE_FIELDS, *also_save])
+    if send:
+        enqueue_slice_on_commit(row.pk, row.run_slice, worker_host=row.worker_host, agent=row.agent)
+    return row.run_slice

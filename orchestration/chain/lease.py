@@ -24,7 +24,7 @@ from conversations.models import Conversation
 from teams.policies import policy_for_team
 
 from .admission import QUEUE_RETRY_SECONDS, admitted_runs, lock_team, note_queued
-from .dispatch import enqueue_slice_on_commit, new_slice_id, send_slice, slice_due_at
+from .dispatch import schedule_next, send_slice, slice_due_at
 
 
 def lease_ttl() -> timedelta:
@@ -123,14 +123,8 @@ def release(conversation_id: str, token: str, *, keep: bool = False) -> str | No
             return None
         kept = None
         if row.status == Status.RUNNING:
-            row.run_slice = new_slice_id()
-            row.run_slice_due_at = slice_due_at()
-            if keep:
-                kept = row.run_slice
-            else:
-                enqueue_slice_on_commit(
-                    row.pk, row.run_slice, worker_host=row.worker_host, agent=row.agent
-                )
+            slice_id = schedule_next(row, send=not keep, save=False)  # lease_drop saves
+            kept = slice_id if keep else None
         else:
             row.run_slice = None
             row.run_slice_due_at = None

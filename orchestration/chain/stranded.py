@@ -32,7 +32,7 @@ from ..models import WorkerHost
 from ..step.history import history_refresh
 from ..step.loop import interrupted_observation, run_end_events
 from ..subagents.definitions import SPAWNING_TOOLS
-from .dispatch import enqueue_slice_on_commit, new_slice_id
+from .dispatch import schedule_next
 from .steady import database_steady
 from .workers import hosts_answering
 
@@ -133,7 +133,7 @@ def _strand_handle(conversation_id: str, gone: WorkerHost) -> int:
         row = (
             Conversation.objects.select_for_update()
             .filter(_unleased(), pk=conversation_id, status=Status.RUNNING, worker_host=host)
-            .only("id", "team_id", "title", "worker_host", "run_slice", "agent")
+            .only("id", "team_id", "title", "worker_host", "run_slice", "run_slice_due_at", "agent")
             .first()
         )
         if row is None:
@@ -141,8 +141,7 @@ def _strand_handle(conversation_id: str, gone: WorkerHost) -> int:
         if settings.CANVAS_SHARED_WORKSPACES:
             # The workspace is on storage every worker mounts: let any worker take it.
             row.worker_host = ""
-            row.run_slice = new_slice_id()
-            enqueue_slice_on_commit(row.pk, row.run_slice, agent=row.agent)
+            schedule_next(row, save=False)  # saved below, with the host and the lease
         else:
             reason = f"worker host {host} is gone"
             error = AgentErrorEvent(code=HOST_GONE, message=gone_message(gone))
@@ -162,6 +161,6 @@ def _strand_handle(conversation_id: str, gone: WorkerHost) -> int:
             row.run_slice = None
         row.lease_token = None
         row.lease_expires_at = None
-        row.save(update_fields=["worker_host", "run_slice", "lease_token", "lease_expires_at",
-                                "updated_at"])  # fmt: skip
+        row.save(update_fields=["worker_host", "run_slice", "run_slice_due_at", "lease_token",
+                                "lease_expires_at", "updated_at"])  # fmt: skip
     return 1

@@ -6,7 +6,7 @@ Two faults, one indexed query every `CANVAS_SWEEP_SECONDS`:
   voids the dead runner's.
 - the slice's message was lost (a broker restart or FLUSHALL, a send that failed, a task
   dropped past its retries): nobody claimed the slice by `run_slice_due_at`, which is set one
-  sweep period after every send (`dispatch.slice_due_at`). The same slice id is sent again,
+  sweep period after every send (`dispatch.schedule_next`). The same slice id is sent again,
   so if the first message turns up after all, the two copies still run it once.
 A slice is noticed within two sweep periods of being lost.
 
@@ -26,7 +26,7 @@ from conversations.events import AgentErrorEvent, BaseEvent, Status, StatusChang
 from conversations.models import Conversation
 
 from ..external import permissions
-from .dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
+from .dispatch import schedule_next
 from .lease import lease_drop
 
 BATCH = 500
@@ -69,9 +69,8 @@ def sweep_runs() -> int:
             if row is None:
                 continue
             died = row.lease_token is not None or row.run_slice is None
-            if died:
-                row.run_slice = new_slice_id()
-            row.run_slice_due_at = slice_due_at()
+            # A died runner's slice is voided by a new id; a lost message is sent again as is.
+            schedule_next(row, new_slice=died, save=False)
             lease_drop(row)
             if died:
                 revived: list[BaseEvent] = [AgentErrorEvent(code=REVIVED, message=REVIVED_MESSAGE)]
@@ -85,8 +84,5 @@ def sweep_runs() -> int:
                         )
                     )
                 store.append(row.pk, revived)
-            enqueue_slice_on_commit(
-                row.pk, row.run_slice, worker_host=row.worker_host, agent=row.agent
-            )
             count += 1
     return count

@@ -46,7 +46,7 @@ from conversations.selectors import (
 )
 from teams.audit import audit_record
 
-from ..chain.dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
+from ..chain.dispatch import schedule_next
 from ..step.loop import rejected_observation
 from .risk import rule_explanation
 
@@ -215,13 +215,7 @@ def _decide(
                 appended.append(rejected_observation(action, source="user", by=name, reason=reason))
         if len(chosen) == len(pending):  # the batch is decided: the run goes on
             if not (conversation.agent and _lease_live(conversation)):
-                conversation.run_slice = new_slice_id()
-                conversation.run_slice_due_at = slice_due_at()
-                conversation.save(update_fields=["run_slice", "run_slice_due_at", "updated_at"])
-                enqueue_slice_on_commit(
-                    conversation.pk, conversation.run_slice, worker_host=conversation.worker_host,
-                    agent=conversation.agent,
-                )  # fmt: skip
+                schedule_next(conversation)
             # What was decided, which an agent's option may have turned around.
             effective_all = {event.decision for _, event in decided}
             said = effective_all.pop() if len(effective_all) == 1 else decision

@@ -41,7 +41,7 @@ from conversations.models import Conversation
 from conversations.selectors import answer_events, subagent_events
 from conversations.tree import ancestors
 
-from ..chain.dispatch import enqueue_slice_on_commit, new_slice_id, slice_due_at
+from ..chain.dispatch import schedule_next
 from .results import observation_for
 
 logger = logging.getLogger(__name__)
@@ -132,12 +132,7 @@ def parent_settle(parent_id: str) -> bool:
             return False
         resume = parent.status == Status.WAITING_FOR_SUBAGENTS and not waiting
         if resume:
-            parent.run_slice = new_slice_id()
-            parent.run_slice_due_at = slice_due_at()
-            parent.save(update_fields=["run_slice", "run_slice_due_at", "updated_at"])
-            enqueue_slice_on_commit(
-                parent.pk, parent.run_slice, worker_host=parent.worker_host, agent=parent.agent
-            )
+            schedule_next(parent)
             appended.append(
                 StatusChangeEvent(
                     status=Status.RUNNING, previous=Status.WAITING_FOR_SUBAGENTS,

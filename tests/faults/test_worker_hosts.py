@@ -123,21 +123,26 @@ def test_a_live_host_or_a_held_lease_keeps_its_runs(user, settings, dispatched, 
 
 @pytest.mark.django_db
 def test_with_shared_workspaces_a_run_on_a_gone_host_moves(user, settings, monkeypatch, judged):
-    import orchestration.chain.stranded
+    import orchestration.chain.dispatch
 
     sent = []
     monkeypatch.setattr(
-        orchestration.chain.stranded, "enqueue_slice_on_commit",
+        orchestration.chain.dispatch, "enqueue_slice_on_commit",
         lambda pk, slice_id, **routing: sent.append((str(pk), slice_id, routing)),
     )  # fmt: skip
     settings.CANVAS_SHARED_WORKSPACES = True
     settings.CANVAS_WORKER_GONE_SECONDS = 60
     conversation = pinned_running(user, "ghost")
-    WorkerHost.objects.create(host="ghost", last_seen=timezone.now() - timedelta(seconds=61))
+    sent.clear()  # its first slice
+    long_ago = timezone.now() - timedelta(seconds=61)
+    Conversation.objects.filter(pk=conversation.pk).update(run_slice_due_at=long_ago)
+    WorkerHost.objects.create(host="ghost", last_seen=long_ago)
     assert sweep_stranded_runs() == 1
     row = Conversation.objects.get(pk=conversation.pk)
     assert row.status == "running" and row.worker_host == ""
-    assert sent == [(str(conversation.pk), row.run_slice, {"agent": ""})]
+    assert sent == [(str(conversation.pk), row.run_slice, {"worker_host": "", "agent": ""})]
+    # Due like every sent slice, so the sweeper re-sends it should the message be lost.
+    assert row.run_slice_due_at is not None and row.run_slice_due_at > timezone.now()
     assert "agent.error" not in [e.type for e in events_of(conversation)]
 
 
