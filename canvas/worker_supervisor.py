@@ -12,7 +12,7 @@ heartbeat, the host queue) is unchanged; several processes of one host share the
 
 `manage.py worker` checks its arguments, then replaces itself (same pid, for docker and
 systemd) with this file run as a script (`exec_supervisor`): a supervisor that had set Django
-up held 92 MB RSS for nothing, this one about 10. So it imports only the standard library.
+up held 92 MB RSS for nothing, this one 15 MB. So it imports only the standard library.
 """
 
 from __future__ import annotations
