@@ -15,6 +15,11 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# The workers tests start (they inherit this environment) run the scripted model, which never
+# imports LiteLLM; warming it anyway cost each ~4.4 s of CPU in the background, and the suite
+# starts a few hundred (issue 24). A test of a real provider imports it on its first call;
+# tests/test_start_imports.py turns the warm-up on to test it.
+os.environ.setdefault("CANVAS_LLM_WARM_UP", "0")
 
 REPO = Path(__file__).resolve().parent.parent
 
